@@ -1,0 +1,67 @@
+"""Supervised fine-tuning with TRL's SFTTrainer: prompt/completion pairs, loss on the completion only."""
+
+from __future__ import annotations
+
+import logging
+import tempfile
+
+from grpo_lambda import files
+from grpo_lambda.data.prompts import prompt_text
+from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
+
+log = logging.getLogger(__name__)
+
+
+def sft_dataset(rows: list[dict], tokenizer, template: str):
+    """Prompt/completion text pairs; the completion ends with eos so the model learns to stop."""
+    from datasets import Dataset
+
+    missing = sum(1 for row in rows if not row.get("solution"))
+    if missing:
+        raise ValueError(
+            f"{missing} of {len(rows)} training rows have no 'solution' to fine-tune on; "
+            "set sft.epochs: 0 to start RL from the base model")
+    return Dataset.from_list([
+        {"prompt": prompt_text(tokenizer, template, row["problem"]),
+         "completion": row["solution"] + tokenizer.eos_token}
+        for row in rows
+    ])
+
+
+def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
+    from transformers import AutoModelForCausalLM
+
+    options = settings["sft"]
+    tokenizer = load_tokenizer(base, padding_side="right")
+    if options.get("epochs", 1) == 0:
+        log.info("sft.epochs is 0: the SFT model is the base model %s", base)
+        model = AutoModelForCausalLM.from_pretrained(base)
+    else:
+        from trl import SFTConfig, SFTTrainer
+
+        rows = files.read_jsonl(data_path)
+        dataset = sft_dataset(rows, tokenizer, settings["model"]["prompt"])
+        with tempfile.TemporaryDirectory(prefix="sft-") as scratch:
+            args = SFTConfig(
+                output_dir=scratch,
+                num_train_epochs=options.get("epochs", 1),
+                learning_rate=options.get("learning_rate", 2e-5),
+                per_device_train_batch_size=options.get("batch_size", 8),
+                gradient_accumulation_steps=options.get("gradient_accumulation_steps", 1),
+                lr_scheduler_type=options.get("lr_scheduler_type", "cosine"),
+                warmup_steps=options.get("warmup_steps", 0),
+                max_length=options.get("max_length", 4096),
+                completion_only_loss=True,
+                seed=options.get("seed", 0),
+                logging_steps=10,
+                save_strategy="no",
+                report_to="none",
+                **trainer_hardware_kwargs(options),
+            )
+            trainer = SFTTrainer(model=base, args=args, train_dataset=dataset, processing_class=tokenizer)
+            trainer.train()
+            model = trainer.model
+    with files.atomic_path(out_dir) as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    log.info("SFT model written to %s", out_dir)

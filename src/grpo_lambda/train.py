@@ -1,0 +1,161 @@
+"""The RL stage of one cell: GRPO or a GRPO-λ variant from the SFT model, with resume and a step log.
+
+Folder of a cell (``docs/results-format.md``)::
+
+    resume/checkpoint-N/   TRL's full state every ``rl.save_steps`` steps; a restarted job resumes from
+                           the newest (Snakemake does not know this folder, so it never deletes it)
+    checkpoints/step-N/    model-only snapshots at the evaluation steps
+    model/                 the final model          train_log.csv   one row per step
+"""
+
+from __future__ import annotations
+
+import csv
+import io
+import logging
+import math
+from pathlib import Path
+
+from transformers import TrainerCallback
+from transformers.trainer_utils import get_last_checkpoint
+
+from grpo_lambda import files
+from grpo_lambda.data.prompts import prompt_text
+from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
+
+log = logging.getLogger(__name__)
+
+# train_log.csv column <- key in TRL's logs
+LOG_COLUMNS = {
+    "step": "step",
+    "reward": "reward",
+    "reward_std": "reward_std",
+    "frac_reward_zero_std": "frac_reward_zero_std",
+    "kl": "kl",
+    "loss": "loss",
+    "entropy": "entropy",
+    "completion_length": "completions/mean_length",
+    "completion_length_min": "completions/min_length",
+    "completion_length_max": "completions/max_length",
+    "clip_ratio_low": "clip_ratio/low_mean",
+    "clip_ratio_high": "clip_ratio/high_mean",
+    "clip_ratio_region": "clip_ratio/region_mean",
+    "trace_weight": "trace_weight",
+    "grad_norm": "grad_norm",
+    "learning_rate": "learning_rate",
+    "step_time": "step_time",
+}
+# Passed to TRL as they are when present in the rl settings.
+TRL_KEYS = (
+    "learning_rate", "lr_scheduler_type", "warmup_steps", "num_generations", "per_device_train_batch_size",
+    "gradient_accumulation_steps", "max_completion_length", "temperature", "top_p", "beta", "epsilon",
+    "epsilon_high", "max_grad_norm", "weight_decay", "loss_type", "scale_rewards", "use_vllm", "vllm_mode",
+    "vllm_gpu_memory_utilization",
+)
+
+
+class StopOnNonFiniteLoss(TrainerCallback):
+    """Stop at the first step whose loss or gradient norm is NaN or infinite, before it is saved."""
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        for key in ("loss", "grad_norm"):
+            value = (logs or {}).get(key)
+            if value is not None and not math.isfinite(value):
+                raise FloatingPointError(
+                    f"step {state.global_step}: {key} is {value}; training stopped. The newest "
+                    f"checkpoint before it is kept under {args.output_dir}. Lower rl.learning_rate or check "
+                    "the rewards.")
+
+
+class SaveSnapshots(TrainerCallback):
+    """Save the model alone (no optimizer state) at the evaluation steps, for the evaluate stage."""
+
+    def __init__(self, steps: list[int], folder: Path, tokenizer):
+        self.steps, self.folder, self.tokenizer = set(steps), folder, tokenizer
+
+    def on_step_end(self, args, state, control, model=None, **kwargs):
+        if state.global_step in self.steps and state.is_world_process_zero:
+            with files.atomic_path(self.folder / f"step-{state.global_step}") as tmp:
+                model.save_pretrained(tmp)
+                self.tokenizer.save_pretrained(tmp)
+
+
+def train_log_rows(log_history: list[dict]) -> list[dict]:
+    """One row per optimizer step from the trainer's log history (which survives a resume)."""
+    rows = {}
+    for entry in log_history:
+        if "step" in entry and ("loss" in entry or "reward" in entry):
+            rows[entry["step"]] = {column: entry.get(key) for column, key in LOG_COLUMNS.items()}
+    return [rows[step] for step in sorted(rows)]
+
+
+def write_train_log(path: str, rows: list[dict]) -> None:
+    buffer = io.StringIO()
+    writer = csv.DictWriter(buffer, fieldnames=list(LOG_COLUMNS))
+    writer.writeheader()
+    writer.writerows(rows)
+    files.write_text(path, buffer.getvalue())
+
+
+def rl_dataset(rows: list[dict], tokenizer, template: str):
+    from datasets import Dataset
+
+    return Dataset.from_list([{"prompt": prompt_text(tokenizer, template, row["problem"]), "answer": row["answer"]}
+                              for row in rows])
+
+
+def build_config(settings: dict, *, output_dir: str, seed: int):
+    from grpo_lambda.trainer import GRPOLambdaConfig, variant_config_kwargs
+
+    rl = settings["rl"]
+    kwargs = {key: rl[key] for key in TRL_KEYS if key in rl}
+    kwargs.update(rl.get("trl", {}))
+    kwargs.update(variant_config_kwargs(settings["variant"]))
+    kwargs.update(trainer_hardware_kwargs(rl))
+    return GRPOLambdaConfig(
+        output_dir=output_dir,
+        max_steps=rl["max_steps"],
+        seed=seed,
+        logging_steps=1,
+        logging_nan_inf_filter=False,  # a NaN loss must reach StopOnNonFiniteLoss, not be averaged away
+        save_strategy="steps",
+        save_steps=rl.get("save_steps", 100),
+        save_total_limit=2,
+        report_to="none",
+        **kwargs,
+    )
+
+
+def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) -> None:
+    """Train the cell to ``rl.max_steps``, resuming from the newest checkpoint if there is one."""
+    from grpo_lambda.rewards import accuracy_reward
+    from grpo_lambda.trainer import GRPOLambdaTrainer
+
+    cell = Path(cell_dir)
+    resume_dir = cell / "resume"
+    tokenizer = load_tokenizer(base, padding_side="left")
+    dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"])
+    args = build_config(settings, output_dir=str(resume_dir), seed=seed)
+    peft_config = None
+    if settings["model"].get("lora"):
+        from peft import LoraConfig
+
+        lora = settings["model"]["lora"]
+        peft_config = LoraConfig(r=lora.get("r", 64), lora_alpha=lora.get("alpha", 128),
+                                 lora_dropout=lora.get("dropout", 0.05),
+                                 target_modules=lora.get("target_modules", "all-linear"), task_type="CAUSAL_LM")
+    trainer = GRPOLambdaTrainer(
+        model=base, reward_funcs=accuracy_reward, args=args, train_dataset=dataset,
+        processing_class=tokenizer, peft_config=peft_config,
+        callbacks=[StopOnNonFiniteLoss(), SaveSnapshots(settings["checkpoints"], cell / "checkpoints", tokenizer)],
+    )
+    last = get_last_checkpoint(str(resume_dir)) if resume_dir.is_dir() else None
+    if last:
+        log.info("resuming from %s", last)
+    trainer.train(resume_from_checkpoint=last)
+    write_train_log(str(cell / "train_log.csv"), train_log_rows(trainer.state.log_history))
+    model = trainer.model.merge_and_unload() if peft_config else trainer.model
+    with files.atomic_path(cell / "model") as tmp:
+        model.save_pretrained(tmp)
+        tokenizer.save_pretrained(tmp)
+    log.info("cell %s trained to step %d", cell_dir, trainer.state.global_step)

@@ -1,0 +1,27 @@
+import json
+
+import pytest
+
+from grpo_lambda import files
+
+
+def test_a_failed_write_leaves_the_old_file_and_no_temporary(tmp_path):
+    target = tmp_path / "out.json"
+    files.write_json(target, {"complete": True})
+    with pytest.raises(RuntimeError):
+        with files.atomic_path(target) as tmp:
+            tmp.write_text("half")
+            raise RuntimeError("killed")
+    assert json.loads(target.read_text()) == {"complete": True}
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["out.json"]
+
+
+def test_folders_are_replaced_whole(tmp_path):
+    target = tmp_path / "model"
+    with files.atomic_path(target) as tmp:
+        tmp.mkdir()
+        (tmp / "old.bin").write_text("old")
+    with files.atomic_path(target) as tmp:
+        tmp.mkdir()
+        (tmp / "new.bin").write_text("new")
+    assert [p.name for p in target.iterdir()] == ["new.bin"]

@@ -1,0 +1,85 @@
+# Helpers shared by the rules: config validation, the grid of cells, paths and per-cell settings.
+import json
+
+from grpo_lambda import config as study
+
+# Validated (and completed with the schema's defaults) before any job is planned: a bad key or value
+# stops here with a message that names it.
+config.update(study.validate(config, source="config"))
+
+RESULTS = "results"
+MODELS = list(config["models"])
+DATASETS = list(config["datasets"])
+BENCHMARKS = list(config["benchmarks"])
+VARIANTS = list(config["variants"])
+CELLS = study.rl_cells(config)
+CHECKPOINTS = sorted(config["evaluation"]["checkpoints"])
+
+
+def alternatives(names):
+    return "|".join(re.escape(name) for name in names)
+
+
+wildcard_constraints:
+    model=alternatives(MODELS),
+    dataset=alternatives(DATASETS),
+    variant=alternatives(VARIANTS),
+    benchmark=alternatives(BENCHMARKS),
+    seed=r"\d+",
+    step=r"final|\d+",
+
+
+def settings(stage, **cell):
+    """The cell's settings as JSON: the rule's params, so a change reruns only the cells it touches."""
+    return json.dumps(study.stage_settings(config, stage, **cell), sort_keys=True)
+
+
+def cell_dir(w):
+    return f"{RESULTS}/{w.model}/{w.dataset}/{w.variant}/seed{w.seed}"
+
+
+def base_model_input(w):
+    """The tiny model is built by a rule; a hub model or local path is read where it is."""
+    if config["models"][w.model]["source"] == "tiny":
+        return f"{RESULTS}/models/{w.model}"
+    return []
+
+
+def base_model(w):
+    source = config["models"][w.model]["source"]
+    return f"{RESULTS}/models/{w.model}" if source == "tiny" else source
+
+
+def evaluated_checkpoint(w):
+    if w.step == "final":
+        return f"{cell_dir(w)}/model"
+    return f"{cell_dir(w)}/checkpoints/step-{w.step}"
+
+
+def sft_eval_files(ext="json"):
+    return [
+        f"{RESULTS}/{model}/{dataset}/sft/eval/final/{benchmark}.{ext}"
+        for model in MODELS
+        for dataset in study.model_datasets(config, model)
+        for benchmark in BENCHMARKS
+    ]
+
+
+def rl_eval_files(ext="json"):
+    return [
+        f"{RESULTS}/{c['model']}/{c['dataset']}/{c['variant']}/seed{c['seed']}/eval/{step}/{benchmark}.{ext}"
+        for c in CELLS
+        for step in CHECKPOINTS + ["final"]
+        for benchmark in BENCHMARKS
+    ]
+
+
+def train_logs():
+    return [
+        f"{RESULTS}/{c['model']}/{c['dataset']}/{c['variant']}/seed{c['seed']}/train_log.csv"
+        for c in CELLS
+    ]
+
+
+def final_targets():
+    return [f"{RESULTS}/tables", f"{RESULTS}/figures"]

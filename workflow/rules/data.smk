@@ -1,0 +1,46 @@
+rule build_tiny:
+    output:
+        directory(f"{RESULTS}/models/{{model}}"),
+    params:
+        settings=lambda w: settings("build_tiny", model=w.model),
+    log:
+        f"{RESULTS}/logs/build_tiny/{{model}}.log",
+    benchmark:
+        f"{RESULTS}/logs/build_tiny/{{model}}.benchmark.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "grpo-lambda build-tiny --settings {params.settings:q} --out {output} > {log} 2>&1"
+
+
+rule prepare_dataset:
+    output:
+        f"{RESULTS}/data/{{dataset}}.jsonl",
+    params:
+        settings=lambda w: settings("prepare", dataset=w.dataset),
+    log:
+        f"{RESULTS}/logs/prepare/{{dataset}}.log",
+    benchmark:
+        f"{RESULTS}/logs/prepare/{{dataset}}.benchmark.tsv"
+    resources:
+        mem_mb=4000,
+        runtime=60,
+    shell:
+        "grpo-lambda prepare --settings {params.settings:q} --out {output} > {log} 2>&1"
+
+
+rule prepare_benchmark:
+    output:
+        f"{RESULTS}/bench/{{benchmark}}.jsonl",
+    params:
+        settings=lambda w: settings("prepare", benchmark=w.benchmark),
+    log:
+        f"{RESULTS}/logs/prepare_benchmark/{{benchmark}}.log",
+    benchmark:
+        f"{RESULTS}/logs/prepare_benchmark/{{benchmark}}.benchmark.tsv"
+    resources:
+        mem_mb=4000,
+        runtime=30,
+    shell:
+        "grpo-lambda prepare --settings {params.settings:q} --out {output} > {log} 2>&1"

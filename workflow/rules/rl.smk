@@ -1,0 +1,24 @@
+# RL training of one cell. Its resume/ and checkpoints/ folders are not declared outputs, so Snakemake
+# never deletes them: a restarted job resumes from the newest checkpoint in resume/.
+rule train:
+    input:
+        sft=f"{RESULTS}/{{model}}/{{dataset}}/sft/model",
+        data=f"{RESULTS}/data/{{dataset}}.jsonl",
+    output:
+        model=directory(f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/model"),
+        train_log=f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/train_log.csv",
+    params:
+        settings=lambda w: settings("train", model=w.model, dataset=w.dataset, variant=w.variant),
+        cell=cell_dir,
+    log:
+        f"{RESULTS}/logs/train/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}.log",
+    benchmark:
+        f"{RESULTS}/logs/train/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}.benchmark.tsv"
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=240,
+        gpu=0,
+    shell:
+        "grpo-lambda train --settings {params.settings:q} --base {input.sft} --data {input.data}"
+        " --cell {params.cell} --seed {wildcards.seed} --threads {threads} > {log} 2>&1"
