@@ -25,3 +25,13 @@ def test_folders_are_replaced_whole(tmp_path):
         tmp.mkdir()
         (tmp / "new.bin").write_text("new")
     assert [p.name for p in target.iterdir()] == ["new.bin"]
+
+
+def test_jsonl_rows_that_cannot_be_written_leave_the_previous_file(tmp_path):
+    path = tmp_path / "out" / "rows.jsonl"
+    files.write_jsonl(path, [{"id": "1", "answer": "π"}])
+    assert files.read_jsonl(path) == [{"id": "1", "answer": "π"}]
+    with pytest.raises(TypeError):
+        files.write_jsonl(path, [{"id": "2"}, {"id": "3", "answer": object()}])
+    assert files.read_jsonl(path) == [{"id": "1", "answer": "π"}]
+    assert [entry.name for entry in path.parent.iterdir()] == ["rows.jsonl"]

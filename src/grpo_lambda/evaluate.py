@@ -13,7 +13,7 @@ from grpo_lambda import files
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.generation import generate
 from grpo_lambda.models import load_tokenizer
-from grpo_lambda.rewards import grade_details
+from grpo_lambda.rewards import grade_many_details
 
 log = logging.getLogger(__name__)
 
@@ -22,7 +22,8 @@ def _samples(rows, completions, mode, grader_timeout):
     flat = [(row, j, text, length)
             for row, texts, lengths in zip(rows, completions.texts, completions.lengths)
             for j, (text, length) in enumerate(zip(texts, lengths))]
-    details = [grade_details(text, row["answer"], timeout=grader_timeout) for row, _, text, _ in flat]
+    details = grade_many_details([text for _, _, text, _ in flat], [row["answer"] for row, *_ in flat],
+                                 timeout=grader_timeout)
     return [{"id": row["id"], "mode": mode, "sample": j, "gold": row["answer"], "completion": text,
              "extracted": detail["extracted"], "formatted": detail["formatted"], "correct": detail["correct"],
              "length": length}

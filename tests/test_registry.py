@@ -1,0 +1,248 @@
+"""The dataset registry: the real local copies, raw hub-format fixtures, dropped rows, atomic writes."""
+
+from __future__ import annotations
+
+import json
+import logging
+from pathlib import Path
+
+import pytest
+
+from grpo_lambda import files
+from grpo_lambda.data.registry import (
+    DATASETS,
+    DatasetSpec,
+    get_spec,
+    load_rows,
+    normalize_answer,
+)
+
+DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
+
+
+def real_file(relative: str) -> Path:
+    path = DATA_DIR / relative
+    if not path.is_file():
+        pytest.skip(f"real data file not found: {path}")
+    return path
+
+
+def write_lines(path: Path, records: list) -> Path:
+    path.write_text("".join(json.dumps(record) + "\n" for record in records), encoding="utf-8")
+    return path
+
+
+# --------------------------------------------------------------------------------------------------
+# The registry itself
+# --------------------------------------------------------------------------------------------------
+
+
+def test_registry_lists_the_paper_datasets():
+    assert {name for name, spec in DATASETS.items() if spec.role == "train"} == {
+        "gsm8k", "math12k", "mathrl16k", "orz57k"}
+    assert {name for name, spec in DATASETS.items() if spec.role == "benchmark"} == {
+        "aime24", "amc", "math500", "minerva", "olympiadbench"}
+    assert all(spec.name == name for name, spec in DATASETS.items())
+    gsm8k = get_spec("gsm8k")
+    assert (gsm8k.hub_id, gsm8k.config, gsm8k.split, gsm8k.answer_kind) == ("openai/gsm8k", "main", "train", "gsm8k")
+    assert get_spec("math500").hub_id == "HuggingFaceH4/MATH-500"
+
+
+def test_specs_are_frozen_and_validated():
+    spec = get_spec("amc")
+    with pytest.raises(Exception):
+        spec.split = "test"
+    with pytest.raises(ValueError, match="answer_kind"):
+        DatasetSpec("x", "a/b", None, "train", "problem", "answer", "float", "train")
+    with pytest.raises(ValueError, match="role"):
+        DatasetSpec("x", "a/b", None, "train", "problem", "answer", "text", "eval")
+    with pytest.raises(ValueError, match="unknown dataset 'nope'"):
+        get_spec("nope")
+
+
+@pytest.mark.parametrize("value, kind, expected", [
+    ("She pays 5 + 3 = 8.\n#### 1,234", "gsm8k", "1234"),
+    ("18", "gsm8k", "18"),
+    ("30,000", "gsm8k", "30000"),
+    ("1,5", "gsm8k", "1,5"),  # not a thousands separator: left alone
+    ("30,000", "text", "30,000"),
+    (27.0, "number", "27"),
+    (2.5, "number", "2.5"),
+    (7, "text", "7"),
+    ([" 9.6\n", "9.60"], "list", ["9.6", "9.60"]),
+    (["$\\frac{1}{2}$"], "list", ["\\frac{1}{2}"]),
+    (["$8$,$4$"], "list", ["$8$,$4$"]),  # two $...$ pairs, not one enclosing pair
+    ("$x$", "list", ["x"]),
+    ("  \\frac{1}{2} ", "text", "\\frac{1}{2}"),
+    (None, "text", None),
+    ("   ", "text", None),
+    ([], "list", None),
+    (["", None], "list", None),
+    (float("nan"), "number", None),
+    (True, "number", None),
+    ({"value": 1}, "text", None),
+])
+def test_normalize_answer(value, kind, expected):
+    assert normalize_answer(value, kind) == expected
+
+
+def test_normalize_answer_rejects_unknown_kind():
+    with pytest.raises(ValueError, match="kind"):
+        normalize_answer("1", "float")
+
+
+# --------------------------------------------------------------------------------------------------
+# The real local copies
+# --------------------------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("name, count, answer_type", [
+    ("aime24", 30, str), ("amc", 83, str), ("math500", 500, str), ("minerva", 272, list),
+    ("olympiadbench", 675, list),
+])
+def test_real_benchmarks(name, count, answer_type):
+    rows, dropped = load_rows(name, real_file(f"benchmarks/{name}.jsonl"))
+    assert (len(rows), dropped) == (count, 0)
+    assert len({row["id"] for row in rows}) == count
+    for row in rows:
+        assert set(row) == {"id", "problem", "answer"}
+        assert isinstance(row["problem"], str) and row["problem"]
+        assert isinstance(row["answer"], answer_type) and row["answer"]
+        if answer_type is list:
+            assert all(isinstance(form, str) and form == form.strip() for form in row["answer"])
+
+
+def test_real_benchmark_answers_are_normalised():
+    amc, _ = load_rows("amc", real_file("benchmarks/amc.jsonl"))
+    assert amc[0]["answer"] == "142"  # 142.0 in the source
+    minerva, _ = load_rows("minerva", real_file("benchmarks/minerva.jsonl"))
+    assert minerva[0]["answer"] == ["9.6"]  # "9.6\n" in the source
+    olympiad, _ = load_rows("olympiadbench", real_file("benchmarks/olympiadbench.jsonl"))
+    assert olympiad[1]["answer"] == ["\\frac{1}{2 n+2}"]  # "$\frac{1}{2 n+2}$" in the source
+    assert sum(form.startswith("$") and form.endswith("$") and form.count("$") == 2
+               for row in olympiad for form in row["answer"]) == 0
+
+
+def test_real_gsm8k_and_limit():
+    path = real_file("train/gsm8k.jsonl")
+    rows, dropped = load_rows("gsm8k", path)
+    assert (len(rows), dropped) == (8792, 0)
+    assert all(isinstance(row["answer"], str) for row in rows)
+    # Final answers only, some written "30,000" in the source: all become plain numbers.
+    assert all(row["answer"].lstrip("-").replace(".", "", 1).isdigit() for row in rows)
+    first, _ = load_rows("gsm8k", path, limit=5)
+    assert first == rows[:5]
+
+
+def test_bad_limit_and_paths(tmp_path):
+    with pytest.raises(ValueError, match="limit"):
+        load_rows("gsm8k", tmp_path / "x.jsonl", limit=0)
+    with pytest.raises(FileNotFoundError, match="missing.jsonl"):
+        load_rows("gsm8k", tmp_path / "missing.jsonl")
+    (tmp_path / "rows.csv").write_text("question,answer\n")
+    with pytest.raises(ValueError, match="rows.csv"):
+        load_rows("gsm8k", tmp_path / "rows.csv")
+
+
+# --------------------------------------------------------------------------------------------------
+# Raw hub-format fixtures
+# --------------------------------------------------------------------------------------------------
+
+
+def test_raw_gsm8k_jsonl_with_bad_rows(tmp_path, caplog):
+    path = write_lines(tmp_path / "gsm8k.jsonl", [
+        {"question": "Tom has 3 apples and buys 4. How many?", "answer": "3 + 4 = <<3+4=7>>7\n#### 7"},
+        {"question": "A big sum?", "answer": "Add them.\n#### 1,234"},
+        {"question": "", "answer": "#### 5"},  # no problem
+        {"question": "No answer here", "answer": "#### "},  # no usable answer
+        {"question": "Missing answer field"},
+        {"question": "Negative?", "answer": "#### -3"},
+    ])
+    with caplog.at_level(logging.WARNING, logger="grpo_lambda.data.registry"):
+        rows, dropped = load_rows("gsm8k", path)
+    assert dropped == 3
+    assert rows == [
+        {"id": "gsm8k-0", "problem": "Tom has 3 apples and buys 4. How many?", "answer": "7"},
+        {"id": "gsm8k-1", "problem": "A big sum?", "answer": "1234"},
+        {"id": "gsm8k-5", "problem": "Negative?", "answer": "-3"},
+    ]
+    assert "dropped 3 of 6 rows" in caplog.text
+
+
+def test_raw_parquet_benchmark(tmp_path):
+    pandas = pytest.importorskip("pandas")
+    path = tmp_path / "olympiadbench.parquet"
+    pandas.DataFrame({
+        "id": [1606, 1607, 1608],
+        "question": ["Find N.", "Find the pairs.", "Unanswered."],
+        "final_answer": [["$2$"], ["$(1,8,19), (2,7,13)$", "$(2,7,13), (1,8,19)$"], []],
+    }).to_parquet(path)
+    rows, dropped = load_rows("olympiadbench", path)
+    assert dropped == 1
+    assert rows == [
+        {"id": "1606", "problem": "Find N.", "answer": ["2"]},
+        {"id": "1607", "problem": "Find the pairs.", "answer": ["(1,8,19), (2,7,13)", "(2,7,13), (1,8,19)"]},
+    ]
+
+
+def test_raw_amc_floats_and_math500_ids(tmp_path):
+    amc = write_lines(tmp_path / "amc.jsonl", [
+        {"id": 0, "problem": "What is m+n?", "answer": 142.0, "url": "u"},
+        {"id": 1, "problem": "Half of one?", "answer": 0.5, "url": "u"},
+    ])
+    assert load_rows("amc", amc) == ([{"id": "0", "problem": "What is m+n?", "answer": "142"},
+                                      {"id": "1", "problem": "Half of one?", "answer": "0.5"}], 0)
+    math500 = write_lines(tmp_path / "math500.jsonl", [
+        {"problem": "Convert (0,3).", "solution": "...", "answer": "\\left( 3, \\frac{\\pi}{2} \\right)",
+         "subject": "Precalculus", "level": 2, "unique_id": "test/precalculus/807.json"},
+    ])
+    rows, _ = load_rows("math500", math500)
+    assert rows[0]["id"] == "test/precalculus/807.json"
+    assert rows[0]["answer"] == "\\left( 3, \\frac{\\pi}{2} \\right)"
+
+
+def test_orz_save_to_disk_folder(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    folder = tmp_path / "orz57k"
+    datasets.Dataset.from_dict({
+        "messages": [
+            [{"role": "user", "content": "What is 2+3?"}],
+            [{"role": "system", "content": "Be brief."}, {"role": "user", "content": "Solve x+1=3."}],
+            [{"role": "assistant", "content": "no user turn"}],
+        ],
+        "ground_truth": ["5", "x=2", "1"],
+        "dataset": ["orz", "orz", "orz"],
+    }).save_to_disk(str(folder))
+    rows, dropped = load_rows("orz57k", folder)
+    assert dropped == 1
+    assert rows == [{"id": "orz57k-0", "problem": "What is 2+3?", "answer": "5"},
+                    {"id": "orz57k-1", "problem": "Solve x+1=3.", "answer": "x=2"}]
+
+
+def test_save_to_disk_dataset_dict_picks_the_split(tmp_path):
+    datasets = pytest.importorskip("datasets")
+    folder = tmp_path / "math12k"
+    datasets.DatasetDict({
+        "train": datasets.Dataset.from_dict({"problem": ["p1", "p2"], "answer": ["1", "2"]}),
+        "test": datasets.Dataset.from_dict({"problem": ["t1"], "answer": ["9"]}),
+    }).save_to_disk(str(folder))
+    rows, dropped = load_rows("math12k", folder)
+    assert [row["problem"] for row in rows] == ["p1", "p2"] and dropped == 0
+
+
+def test_orz_original_json_pairs(tmp_path):
+    path = tmp_path / "orz_math_57k_collected.json"
+    path.write_text(json.dumps([
+        [{"from": "human", "value": "Compute 6*7."},
+         {"from": "assistant", "ground_truth": {"value": "42"}}],
+        [{"from": "human", "value": "An unanswered one."},
+         {"from": "assistant", "ground_truth": {"value": ""}}],
+    ]), encoding="utf-8")
+    assert load_rows("orz57k", path) == ([{"id": "orz57k-0", "problem": "Compute 6*7.", "answer": "42"}], 1)
+
+
+def test_already_normalised_rows_load_unchanged(tmp_path):
+    rows = [{"id": "a", "problem": "p", "answer": "1"}, {"id": "b", "problem": "q", "answer": ["2", "3"]}]
+    path = tmp_path / "rows.jsonl"
+    files.write_jsonl(path, rows)
+    assert load_rows("math12k", path) == (rows, 0)
