@@ -1,0 +1,164 @@
+"""grpo_lambda.traces: the dense trace matrix (by hand) and the O(T) operator (against the matrix)."""
+
+import itertools
+import math
+
+import pytest
+import torch
+
+from grpo_lambda.traces import FORMS, STYLES, apply_trace, trace_matrix
+
+LAMBDAS = (0.0, 0.5, 0.9, 0.98, 0.99, 1.0)
+EPSILONS = (0.0, 1e-7, 0.05)
+LENGTHS = (1, 2, 3, 17, 256, 1000)
+
+
+# --- the reference matrix, checked by hand --------------------------------------------------------
+
+
+def test_trace_matrix_relative_entries_by_hand():
+    recent = trace_matrix(4, 0.5, style="recent")
+    assert recent.tolist() == [
+        [1, 0, 0, 0],
+        [0.5, 1, 0, 0],
+        [0.25, 0.5, 1, 0],
+        [0.125, 0.25, 0.5, 1],
+    ]
+    both = trace_matrix(4, 0.5, style="both")  # max(κ^(t−c), κ^c): the first token keeps weight 1
+    assert both[3].tolist() == [1, 0.5, 0.5, 1]
+    assert both[2].tolist() == [1, 0.5, 1, 0]
+    early = trace_matrix(4, 0.5, style="early")
+    assert early[3].tolist() == [1, 0.5, 0.25, 1]
+
+
+def test_trace_matrix_absolute_entries_by_hand():
+    recent = trace_matrix(4, 0.5, style="recent", form="absolute")  # κ^(n−1−c): depends on the column only
+    assert recent[:, 0].tolist() == [1, 0.125, 0.125, 0.125]
+    assert recent[3].tolist() == [0.125, 0.25, 0.5, 1]
+    both = trace_matrix(4, 0.5, style="both", form="absolute")  # max(κ^(n−c), κ^c)
+    assert both[3].tolist() == [1, 0.5, 0.25, 1]
+
+
+def test_trace_matrix_floor_gamma_and_zero_power():
+    floored = trace_matrix(5, 0.5, eps=0.1)
+    assert floored[4, 0].item() == 0.1 and floored[4, 1].item() == 0.125
+    assert trace_matrix(3, 1.0, gamma=0.5)[2, 0].item() == 0.25  # κ = γλ
+    assert torch.equal(trace_matrix(5, 0.0), torch.eye(5, dtype=torch.float64))  # λ = 0: GRPO
+    # 0^0 = 1: with λ = 0 the first token still gets weight 1 in the styles that reach back to it
+    assert trace_matrix(5, 0.0, style="both")[:, 0].tolist() == [1, 1, 1, 1, 1]
+    assert torch.equal(trace_matrix(5, 0.3).triu(1), torch.zeros(5, 5, dtype=torch.float64))
+
+
+# --- apply_trace against the matrix ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize("masked", [False, True], ids=["no-mask", "mask"])
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("style", STYLES)
+def test_apply_trace_matches_dense_matrix_and_its_gradient(style, form, masked):
+    generator = torch.Generator().manual_seed(hash((style, form, masked)) % 2**31)
+    for lam, eps, length in itertools.product(LAMBDAS, EPSILONS, LENGTHS):
+        x = torch.randn(3, length, dtype=torch.float64, generator=generator, requires_grad=True)
+        mask = (torch.rand(3, length, generator=generator) > 0.3).double() if masked else None
+        upstream = torch.randn(3, length, dtype=torch.float64, generator=generator)
+        matrix = trace_matrix(length, lam, style=style, form=form, eps=eps)
+
+        y = apply_trace(x, lam, style=style, form=form, eps=eps, mask=mask)
+        (grad,) = torch.autograd.grad((y * upstream).sum(), x)
+        masked_x = x if mask is None else x * mask
+        expected = masked_x @ matrix.T
+        (expected_grad,) = torch.autograd.grad((expected * upstream).sum(), x)
+
+        case = f"lam={lam} eps={eps} T={length}"
+        scale = expected.abs().max().item()
+        torch.testing.assert_close(y, expected, rtol=1e-10, atol=1e-10 * scale, msg=case)
+        grad_scale = expected_grad.abs().max().item()
+        torch.testing.assert_close(grad, expected_grad, rtol=1e-10, atol=1e-10 * grad_scale, msg=case)
+
+
+def test_apply_trace_with_gamma_below_one():
+    x = torch.randn(2, 300, dtype=torch.float64)
+    for style, form in itertools.product(STYLES, FORMS):
+        expected = x @ trace_matrix(300, 0.99, gamma=0.9, style=style, form=form, eps=1e-7).T
+        y = apply_trace(x, 0.99, gamma=0.9, style=style, form=form, eps=1e-7)
+        torch.testing.assert_close(y, expected, rtol=1e-10, atol=1e-10 * expected.abs().max().item())
+
+
+def test_apply_trace_keeps_dtype_and_float32_accuracy():
+    x = torch.randn(4, 2048, dtype=torch.float64)
+    for style in STYLES:
+        y32 = apply_trace(x.float(), 0.99, style=style, eps=1e-7)
+        assert y32.dtype == torch.float32
+        y64 = apply_trace(x, 0.99, style=style, eps=1e-7)
+        assert (y32.double() - y64).abs().max() / y64.abs().max() < 1e-5
+
+
+def _reference_row(x_row: torch.Tensor, t: int, lam: float, style: str, form: str, eps: float) -> float:
+    """Σ_{c≤t} W[t, c] x_c for one row t, straight from the weight table (float64, n = len(x_row))."""
+    n = x_row.numel()
+    c = torch.arange(t + 1, dtype=torch.float64)
+    kappa = torch.tensor(lam, dtype=torch.float64)
+    if form == "relative":
+        recent, early = kappa ** (t - c), kappa**c
+    else:
+        recent, early = kappa ** (n - 1 - c) if style == "recent" else kappa ** (n - c), kappa**c
+    weight = {"recent": recent, "both": torch.maximum(recent, early), "early": early}[style].clamp(min=eps)
+    weight[t] = 1.0
+    return (weight * x_row[: t + 1]).sum().item()
+
+
+@pytest.mark.parametrize("lam", [0.99, 1.0])
+def test_apply_trace_is_stable_on_long_sequences(lam):
+    length = 65536
+    x = torch.randn(2, length, dtype=torch.float64, generator=torch.Generator().manual_seed(7))
+    for style, form, eps in [("recent", "relative", 0.0), ("both", "relative", 1e-7),
+                             ("recent", "absolute", 1e-7), ("both", "absolute", 0.0), ("recent", "relative", 1e-7)]:
+        y = apply_trace(x, lam, style=style, form=form, eps=eps)
+        assert torch.isfinite(y).all()
+        for t in (0, 1, 64, 4097, 40000, length - 1):
+            expected = _reference_row(x[1], t, lam, style, form, eps)
+            assert y[1, t].item() == pytest.approx(expected, rel=1e-9, abs=1e-9 * math.sqrt(t + 1)), (style, form, t)
+        assert torch.isfinite(apply_trace(x.float(), lam, style=style, form=form, eps=eps)).all()
+
+
+def test_apply_trace_does_not_build_the_matrix():
+    # A T×T float64 matrix at T = 2^18 would need 512 GiB; the operator needs a few MiB.
+    x = torch.ones(1, 2**18, dtype=torch.float64)
+    y = apply_trace(x, 1.0, style="both", eps=1e-7)
+    assert y[0, -1].item() == pytest.approx(2**18, rel=1e-12)  # all weights are 1 when λ = 1
+
+
+# --- argument checks -------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "kwargs, culprit",
+    [
+        ({"lam": 1.5}, "lam"),
+        ({"lam": -0.1}, "lam"),
+        ({"lam": float("nan")}, "lam"),
+        ({"gamma": 0.0}, "gamma"),
+        ({"gamma": 1.2}, "gamma"),
+        ({"eps": -1e-3}, "eps"),
+        ({"style": "late"}, "style"),
+        ({"form": "absolut"}, "form"),
+    ],
+)
+def test_invalid_arguments_name_the_culprit(kwargs, culprit):
+    arguments = {"lam": 0.9, **kwargs}
+    lam = arguments.pop("lam")
+    with pytest.raises(ValueError, match=culprit):
+        apply_trace(torch.zeros(2, 3), lam, **arguments)
+    with pytest.raises(ValueError, match=culprit):
+        trace_matrix(3, lam, **arguments)
+
+
+def test_shape_errors_name_the_culprit():
+    with pytest.raises(ValueError, match="mask"):
+        apply_trace(torch.zeros(2, 3), 0.9, mask=torch.ones(2, 4))
+    with pytest.raises(ValueError, match="x"):
+        apply_trace(torch.zeros(3), 0.9)
+    with pytest.raises(ValueError, match="x"):
+        apply_trace(torch.zeros(2, 3, dtype=torch.long), 0.9)
+    with pytest.raises(ValueError, match="n"):
+        trace_matrix(-1, 0.9)
