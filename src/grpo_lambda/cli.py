@@ -71,10 +71,9 @@ def cmd_evaluate(args) -> None:
     from grpo_lambda import evaluate
 
     _threads(args)
-    settings = _settings(args, "evaluate", model=args.model, dataset=args.dataset, variant=args.variant,
-                         benchmark=args.benchmark)
-    evaluate.run(settings, model_path=args.checkpoint, benchmark_path=args.bench, out_jsonl=args.out_jsonl,
-                 out_json=args.out_json, seed=args.seed, step=args.step)
+    settings = _settings(args, "evaluate", model=args.model, dataset=args.dataset, variant=args.variant)
+    evaluate.run(settings, model_path=args.checkpoint, benchmark_paths=args.bench, out_dir=args.out_dir,
+                 seed=args.seed, step=args.step)
 
 
 def cmd_aggregate(args) -> None:
@@ -133,12 +132,10 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--seed", type=int, required=True)
     sub.add_argument("--threads", type=int)
 
-    sub = stage("evaluate", cmd_evaluate, "evaluate one checkpoint on one benchmark",
-                ["model", "dataset", "variant", "benchmark"])
+    sub = stage("evaluate", cmd_evaluate, "evaluate one checkpoint on benchmarks", ["model", "dataset", "variant"])
     sub.add_argument("--checkpoint", required=True)
-    sub.add_argument("--bench", required=True)
-    sub.add_argument("--out-jsonl", required=True)
-    sub.add_argument("--out-json", required=True)
+    sub.add_argument("--bench", required=True, nargs="+", help="benchmark JSONL files, named by their stem")
+    sub.add_argument("--out-dir", required=True, help="gets <benchmark>.jsonl and <benchmark>.json per benchmark")
     sub.add_argument("--seed", type=int)
     sub.add_argument("--step", default="final")
     sub.add_argument("--threads", type=int)

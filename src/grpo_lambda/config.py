@@ -78,11 +78,12 @@ def _check_references(config: dict, source: str) -> None:
         if spec["source"] == "tiny" and spec.get("prompt", "plain") != "plain":
             raise ConfigError(f"{source}: models.{model}.prompt must be 'plain' for the tiny model")
         steps = rl_settings(config, model)["max_steps"]
-        late = [step for step in config["evaluation"]["checkpoints"] if step >= steps]
+        late = [step for step in model_checkpoints(config, model) if step >= steps]
         if late:
+            where = f"models.{model}.checkpoints" if "checkpoints" in spec else "evaluation.checkpoints"
             raise ConfigError(
-                f"{source}: evaluation.checkpoints {late} must be below the run's {steps} steps "
-                f"(models.{model} / rl.max_steps); the final model is always evaluated")
+                f"{source}: {where} {late} must be below the run's {steps} steps "
+                f"(rl.max_steps for models.{model}); the final model is always evaluated")
     for kind in ("datasets", "benchmarks"):
         for name, spec in config[kind].items():
             if spec["source"] == "synthetic":
@@ -103,6 +104,11 @@ def model_datasets(config: dict, model: str) -> list[str]:
 
 def model_variants(config: dict, model: str) -> list[str]:
     return config["models"][model].get("variants") or list(config["variants"])
+
+
+def model_checkpoints(config: dict, model: str) -> list[int]:
+    spec = config["models"][model]
+    return sorted(spec["checkpoints"] if "checkpoints" in spec else config["evaluation"]["checkpoints"])
 
 
 def rl_cells(config: dict) -> list[dict]:
@@ -144,8 +150,8 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
     if stage == "train":
         return {"model": model_part, "dataset": dataset, "variant_name": variant,
                 "variant": config["variants"][variant], "rl": rl_settings(config, model),
-                "checkpoints": sorted(config["evaluation"]["checkpoints"])}
+                "checkpoints": model_checkpoints(config, model)}
     if stage == "evaluate":
-        return {"model": model_part, "dataset": dataset, "variant": variant, "benchmark": benchmark,
+        return {"model": model_part, "dataset": dataset, "variant": variant,
                 "evaluation": {k: v for k, v in config["evaluation"].items() if k != "checkpoints"}}
     raise ValueError(f"stage {stage!r} is unknown")

@@ -1,13 +1,15 @@
-"""Evaluate one checkpoint on one benchmark: per-sample JSONL and a summary JSON.
+"""Evaluate one checkpoint on the benchmarks: per-sample JSONL and a summary JSON for each.
 
 Greedy decoding, one completion per problem, as the paper's evaluation protocol; optionally ``k``
-further sampled completions per problem for pass@k. Formats: ``docs/results-format.md``.
+further sampled completions per problem for pass@k. All benchmarks of a checkpoint go through one
+generation call, so the model (or the vLLM engine) is loaded once. Formats: ``docs/results-format.md``.
 """
 
 from __future__ import annotations
 
 import logging
 import statistics
+from pathlib import Path
 
 from grpo_lambda import files
 from grpo_lambda.data.prompts import prompt_text
@@ -18,7 +20,7 @@ from grpo_lambda.rewards import grade_many_details
 log = logging.getLogger(__name__)
 
 
-def _samples(rows, completions, mode, grader_timeout):
+def _graded_samples(rows, completions, mode, grader_timeout):
     flat = [(row, j, text, length)
             for row, texts, lengths in zip(rows, completions.texts, completions.lengths)
             for j, (text, length) in enumerate(zip(texts, lengths))]
@@ -30,40 +32,53 @@ def _samples(rows, completions, mode, grader_timeout):
             for (row, j, text, length), detail in zip(flat, details)]
 
 
-def run(settings: dict, *, model_path: str, benchmark_path: str, out_jsonl: str, out_json: str,
-        seed: int | None = None, step: str = "final") -> dict:
-    """Generate, grade and write; returns the summary."""
+def _summary(greedy: list[dict], sampled: list[dict], k: int) -> dict:
+    summary = {"n": len(greedy),
+               "accuracy": statistics.fmean(s["correct"] for s in greedy),
+               "formatted": statistics.fmean(s["formatted"] for s in greedy),
+               "mean_length": statistics.fmean(s["length"] for s in greedy)}
+    if k:
+        solved: dict[str, bool] = {}
+        for sample in sampled:
+            solved[sample["id"]] = solved.get(sample["id"], False) or sample["correct"]
+        summary["sampled"] = {"k": k, "mean_accuracy": statistics.fmean(s["correct"] for s in sampled),
+                              "pass_at_k": statistics.fmean(solved.values())}
+    return summary
+
+
+def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir: str,
+        seed: int | None = None, step: str = "final") -> dict[str, dict]:
+    """Generate, grade and write ``<out_dir>/<benchmark>.jsonl|json``; returns the summaries by benchmark."""
     options = settings["evaluation"]
-    rows = files.read_jsonl(benchmark_path)
-    if not rows:
-        raise ValueError(f"{benchmark_path}: the benchmark has no problems")
+    benchmarks = {Path(path).stem: files.read_jsonl(path) for path in benchmark_paths}
+    for name, rows in benchmarks.items():
+        if not rows:
+            raise ValueError(f"benchmark {name}: the file has no problems")
+    rows = [row for name in benchmarks for row in benchmarks[name]]
     tokenizer = load_tokenizer(model_path)
     prompts = [prompt_text(tokenizer, settings["model"]["prompt"], row["problem"]) for row in rows]
     generation = {key: options[key] for key in ("backend", "max_new_tokens", "max_model_len", "batch_size")}
-    greedy = generate(model_path, prompts, greedy=True, seed=seed or 0, **generation)
-    samples = _samples(rows, greedy, "greedy", options["grader_timeout"])
-    summary = {
-        "model": settings["model"]["name"], "dataset": settings["dataset"], "variant": settings["variant"],
-        "seed": seed, "step": step, "benchmark": settings["benchmark"], "n": len(rows),
-        "accuracy": statistics.fmean(s["correct"] for s in samples),
-        "formatted": statistics.fmean(s["formatted"] for s in samples),
-        "mean_length": statistics.fmean(s["length"] for s in samples),
-        "checkpoint": model_path,
-        "generation": {**generation, "prompt": settings["model"]["prompt"]},
-    }
+    greedy = _graded_samples(rows, generate(model_path, prompts, greedy=True, seed=seed or 0, **generation),
+                             "greedy", options["grader_timeout"])
     k = options["samples"]
+    sampled = []
     if k:
-        sampled = generate(model_path, prompts, greedy=False, n=k, temperature=options["temperature"],
-                           top_p=options["top_p"], seed=seed or 0, **generation)
-        drawn = _samples(rows, sampled, "sampled", options["grader_timeout"])
-        samples += drawn
-        solved = {}
-        for sample in drawn:
-            solved[sample["id"]] = solved.get(sample["id"], False) or sample["correct"]
-        summary["sampled"] = {"k": k, "temperature": options["temperature"],
-                              "mean_accuracy": statistics.fmean(s["correct"] for s in drawn),
-                              "pass_at_k": statistics.fmean(solved.values())}
-    files.write_jsonl(out_jsonl, samples)
-    files.write_json(out_json, summary)
-    log.info("%s on %s: accuracy %.3f (%d problems)", model_path, settings["benchmark"], summary["accuracy"], len(rows))
-    return summary
+        completions = generate(model_path, prompts, greedy=False, n=k, temperature=options["temperature"],
+                               top_p=options["top_p"], seed=seed or 0, **generation)
+        sampled = _graded_samples(rows, completions, "sampled", options["grader_timeout"])
+    summaries, start = {}, 0
+    for name, bench_rows in benchmarks.items():
+        ids = {row["id"] for row in bench_rows}
+        own_greedy = greedy[start:start + len(bench_rows)]
+        own_sampled = [s for s in sampled if s["id"] in ids]
+        start += len(bench_rows)
+        summary = {"model": settings["model"]["name"], "dataset": settings["dataset"],
+                   "variant": settings["variant"], "seed": seed, "step": step, "benchmark": name,
+                   **_summary(own_greedy, own_sampled, k), "checkpoint": model_path,
+                   "generation": {**generation, "prompt": settings["model"]["prompt"],
+                                  "temperature": options["temperature"], "top_p": options["top_p"]}}
+        files.write_jsonl(Path(out_dir) / f"{name}.jsonl", own_greedy + own_sampled)
+        files.write_json(Path(out_dir) / f"{name}.json", summary)
+        summaries[name] = summary
+        log.info("%s on %s: accuracy %.3f (%d problems)", model_path, name, summary["accuracy"], len(bench_rows))
+    return summaries

@@ -1,5 +1,6 @@
 # Helpers shared by the rules: config validation, the grid of cells, paths and per-cell settings.
 import json
+from pathlib import Path
 
 from grpo_lambda import config as study
 
@@ -8,12 +9,12 @@ from grpo_lambda import config as study
 config.update(study.validate(config, source="config"))
 
 RESULTS = "results"
+REPOSITORY = Path(workflow.main_snakefile).parent
 MODELS = list(config["models"])
 DATASETS = list(config["datasets"])
 BENCHMARKS = list(config["benchmarks"])
 VARIANTS = list(config["variants"])
 CELLS = study.rl_cells(config)
-CHECKPOINTS = sorted(config["evaluation"]["checkpoints"])
 
 
 def alternatives(names):
@@ -32,6 +33,16 @@ wildcard_constraints:
 def settings(stage, **cell):
     """The cell's settings as JSON: the rule's params, so a change reruns only the cells it touches."""
     return json.dumps(study.stage_settings(config, stage, **cell), sort_keys=True)
+
+
+def launcher(w, resources):
+    """The CLI, or the CLI under ``accelerate launch`` across the GPUs a job was given."""
+    gpus = int(resources.get("gpu", 0) or 0)
+    if gpus <= 1:
+        return "grpo-lambda"
+    plan = config["models"][w.model]["distributed"]
+    return (f"accelerate launch --config_file {REPOSITORY}/envs/accelerate/{plan}.yaml"
+            f" --num_processes {gpus} -m grpo_lambda.cli")
 
 
 def cell_dir(w):
@@ -69,7 +80,7 @@ def rl_eval_files(ext="json"):
     return [
         f"{RESULTS}/{c['model']}/{c['dataset']}/{c['variant']}/seed{c['seed']}/eval/{step}/{benchmark}.{ext}"
         for c in CELLS
-        for step in CHECKPOINTS + ["final"]
+        for step in study.model_checkpoints(config, c["model"]) + ["final"]
         for benchmark in BENCHMARKS
     ]
 
@@ -82,4 +93,4 @@ def train_logs():
 
 
 def final_targets():
-    return [f"{RESULTS}/tables", f"{RESULTS}/figures"]
+    return rules.aggregate.output + rules.figures.output

@@ -1,20 +1,23 @@
-# One checkpoint on one benchmark per job: a single cell's file can be asked for on its own.
+# One job evaluates one checkpoint on every benchmark: the model (or vLLM engine) loads once.
+# Asking for one benchmark's file runs the job of its checkpoint and nothing else.
 rule evaluate:
     input:
         model=f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/model",
-        bench=f"{RESULTS}/bench/{{benchmark}}.jsonl",
+        bench=expand(f"{RESULTS}/bench/{{benchmark}}.jsonl", benchmark=BENCHMARKS),
     output:
-        jsonl=f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/eval/{{step}}/{{benchmark}}.jsonl",
-        json=f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/eval/{{step}}/{{benchmark}}.json",
-    params:
-        settings=lambda w: settings(
-            "evaluate", model=w.model, dataset=w.dataset, variant=w.variant, benchmark=w.benchmark
+        expand(
+            f"{RESULTS}/{{{{model}}}}/{{{{dataset}}}}/{{{{variant}}}}/seed{{{{seed}}}}/eval/{{{{step}}}}/{{benchmark}}.{{ext}}",
+            benchmark=BENCHMARKS,
+            ext=["jsonl", "json"],
         ),
+    params:
+        settings=lambda w: settings("evaluate", model=w.model, dataset=w.dataset, variant=w.variant),
         checkpoint=evaluated_checkpoint,
+        out_dir=lambda w: f"{cell_dir(w)}/eval/{w.step}",
     log:
-        f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/{{step}}/{{benchmark}}.log",
+        f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/{{step}}.log",
     benchmark:
-        f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/{{step}}/{{benchmark}}.benchmark.tsv"
+        f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/{{step}}.benchmark.tsv"
     threads: 1
     resources:
         mem_mb=4000,
@@ -22,7 +25,7 @@ rule evaluate:
         gpu=0,
     shell:
         "grpo-lambda evaluate --settings {params.settings:q} --checkpoint {params.checkpoint}"
-        " --bench {input.bench} --out-jsonl {output.jsonl} --out-json {output.json}"
+        " --bench {input.bench} --out-dir {params.out_dir}"
         " --seed {wildcards.seed} --step {wildcards.step} --threads {threads} > {log} 2>&1"
 
 
@@ -30,18 +33,20 @@ rule evaluate:
 rule evaluate_sft:
     input:
         model=f"{RESULTS}/{{model}}/{{dataset}}/sft/model",
-        bench=f"{RESULTS}/bench/{{benchmark}}.jsonl",
+        bench=expand(f"{RESULTS}/bench/{{benchmark}}.jsonl", benchmark=BENCHMARKS),
     output:
-        jsonl=f"{RESULTS}/{{model}}/{{dataset}}/sft/eval/final/{{benchmark}}.jsonl",
-        json=f"{RESULTS}/{{model}}/{{dataset}}/sft/eval/final/{{benchmark}}.json",
-    params:
-        settings=lambda w: settings(
-            "evaluate", model=w.model, dataset=w.dataset, variant="sft", benchmark=w.benchmark
+        expand(
+            f"{RESULTS}/{{{{model}}}}/{{{{dataset}}}}/sft/eval/final/{{benchmark}}.{{ext}}",
+            benchmark=BENCHMARKS,
+            ext=["jsonl", "json"],
         ),
+    params:
+        settings=lambda w: settings("evaluate", model=w.model, dataset=w.dataset, variant="sft"),
+        out_dir=lambda w: f"{RESULTS}/{w.model}/{w.dataset}/sft/eval/final",
     log:
-        f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/sft/{{benchmark}}.log",
+        f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/sft.log",
     benchmark:
-        f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/sft/{{benchmark}}.benchmark.tsv"
+        f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/sft.benchmark.tsv"
     threads: 1
     resources:
         mem_mb=4000,
@@ -49,5 +54,4 @@ rule evaluate_sft:
         gpu=0,
     shell:
         "grpo-lambda evaluate --settings {params.settings:q} --checkpoint {input.model}"
-        " --bench {input.bench} --out-jsonl {output.jsonl} --out-json {output.json}"
-        " --threads {threads} > {log} 2>&1"
+        " --bench {input.bench} --out-dir {params.out_dir} --threads {threads} > {log} 2>&1"

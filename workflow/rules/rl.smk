@@ -8,6 +8,7 @@ rule train:
         model=directory(f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/model"),
         train_log=f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/train_log.csv",
     params:
+        launch=launcher,
         settings=lambda w: settings("train", model=w.model, dataset=w.dataset, variant=w.variant),
         cell=cell_dir,
     log:
@@ -20,5 +21,5 @@ rule train:
         runtime=240,
         gpu=0,
     shell:
-        "grpo-lambda train --settings {params.settings:q} --base {input.sft} --data {input.data}"
+        "{params.launch} train --settings {params.settings:q} --base {input.sft} --data {input.data}"
         " --cell {params.cell} --seed {wildcards.seed} --threads {threads} > {log} 2>&1"

@@ -5,17 +5,18 @@ rule sft:
     output:
         directory(f"{RESULTS}/{{model}}/{{dataset}}/sft/model"),
     params:
+        launch=launcher,
         settings=lambda w: settings("sft", model=w.model, dataset=w.dataset),
         base=base_model,
     log:
         f"{RESULTS}/logs/sft/{{model}}/{{dataset}}.log",
     benchmark:
         f"{RESULTS}/logs/sft/{{model}}/{{dataset}}.benchmark.tsv"
-    threads: 2
+    threads: 1
     resources:
         mem_mb=8000,
         runtime=120,
         gpu=0,
     shell:
-        "grpo-lambda sft --settings {params.settings:q} --base {params.base} --data {input.data}"
+        "{params.launch} sft --settings {params.settings:q} --base {params.base} --data {input.data}"
         " --out {output} --threads {threads} > {log} 2>&1"

@@ -1,17 +1,18 @@
 """The synthetic verifiable task ``arith``: column addition with a short chain of thought.
 
-A problem is a sum of two or three non-negative integers. The worked solution adds one column at a
+A problem is a sum of two positive integers (the generator takes any number of operands). The worked solution adds one column at a
 time, right to left, and keeps the partial result so far in parentheses, which a tiny character-level
 model can learn in a minute::
 
     457+385=?
     7+5=12 (2), 5+8+1=14 (42), 4+3+1=8 (842). Answer: \\boxed{842}
 
-Difficulty levels (the five held-out suites stand in for the five benchmarks):
+Difficulty levels (the five held-out suites stand in for the five benchmarks) grow with the number
+of columns to add:
 
-    level 1: 2-digit + 2-digit          level 4: 2-digit + 2-digit + 2-digit
-    level 2: 3-digit + 2-digit          level 5: 3-digit + 3-digit + 3-digit
-    level 3: 3-digit + 3-digit
+    level 1: 2-digit + 1-digit          level 4: 3-digit + 3-digit
+    level 2: 2-digit + 2-digit          level 5: 4-digit + 4-digit
+    level 3: 3-digit + 2-digit
 
 Why RL has something to learn: only a share ``box_rate`` of the SFT targets end in the graded
 ``\\boxed{}`` format, the others in a bare ``Answer: 842``, chosen at random per example. The SFT model
@@ -29,7 +30,7 @@ from __future__ import annotations
 import random
 import zlib
 
-LEVELS = {1: (2, 2), 2: (3, 2), 3: (3, 3), 4: (2, 2, 2), 5: (3, 3, 3)}
+LEVELS = {1: (2, 1), 2: (2, 2), 3: (3, 2), 4: (3, 3), 5: (4, 4)}
 HELD_OUT_MODULUS = 5
 
 

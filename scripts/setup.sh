@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# Creates .venv and installs the CPU environment (torch pinned to its CPU build), once: a stamp of the
+# requirement files skips the install when nothing changed. Sourced by run_default.sh and run_tests.sh.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+PYTHON=${PYTHON:-python3}
+"$PYTHON" -c 'import sys; assert sys.version_info >= (3, 11), f"Python >= 3.11 needed, found {sys.version}"'
+[ -x .venv/bin/python ] || "$PYTHON" -m venv .venv
+stamp=.venv/.grpo-lambda-installed
+wanted=$(cat envs/constraints-cpu.txt envs/requirements-cpu.txt pyproject.toml | sha1sum | cut -c1-40)
+if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
+  .venv/bin/python -m pip install -q --upgrade pip
+  # torch first and alone, so that nothing else can pick a CUDA build of it.
+  .venv/bin/python -m pip install -q -c envs/constraints-cpu.txt torch
+  .venv/bin/python -m pip install -q -c envs/constraints-cpu.txt -r envs/requirements-cpu.txt -e .
+  echo "$wanted" > "$stamp"
+fi
+export PATH="$PWD/.venv/bin:$PATH"

@@ -1,0 +1,364 @@
+"""The paper's figures from the results folder, as PNG and PDF (matplotlib, Agg backend).
+
+``figure1``            per-benchmark accuracy of GRPO and GRPO-λ for one model (report.figure1_model),
+                       mean over training sets, with 95% intervals (Table 1's numbers)
+``figure3``            final training accuracy reward per variant: mean of the last
+                       report.final_window logged steps, one dot per seed
+``figure4``            training reward curves, GRPO vs the best GRPO-λ variant, per model × training set
+``kl``                 KL to the reference model over training (Appendix C), every variant
+``eval_length``        mean generation length of the final models during evaluation (Appendix E.3)
+``checkpoints_{model}`` accuracy on each benchmark at each evaluated checkpoint (SFT at step 0)
+
+Training curves are smoothed with a debiased exponential moving average (TensorBoard's rule) of
+weight report.smoothing ("auto": a window of about 2% of the run, see :func:`smoothing_weight`):
+the paper's figures are smoothed, but its text as available here does not say how, so the EMA is
+this pipeline's choice. Each seed is smoothed on its own; the line is the mean over seeds and the
+band spans the seeds (min to max). Every variant keeps one colour in every figure
+(:func:`variant_colour`). A figure whose data do not exist yet is still written, with a note
+saying so, so that a partial run has a complete report.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import matplotlib
+
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
+import numpy as np  # noqa: E402
+import pandas as pd  # noqa: E402
+
+from grpo_lambda import aggregate  # noqa: E402
+from grpo_lambda.config import model_datasets, model_variants  # noqa: E402
+from grpo_lambda.files import atomic_path  # noqa: E402
+
+FORMATS = ("png", "pdf")
+MAX_CURVE_POINTS = 500  # per drawn curve; smoothed curves lose nothing visible
+GRPO_COLOUR = "#222222"
+SFT_COLOUR = "#9e9e9e"
+GRPO_LAMBDA_METHOD_COLOUR = "#d62728"  # Table 1's GRPO-λ row (a mean over variants)
+# tab10 without its grey and red (kept for GRPO, SFT and the GRPO-λ method), then tab20's light tones.
+_PALETTE = [c for i, c in enumerate(plt.get_cmap("tab10").colors) if i not in (3, 7)] + [
+    c for i, c in enumerate(plt.get_cmap("tab20").colors) if i % 2 == 1 and i not in (7, 15)]
+
+
+def variant_colour(config: dict, variant: str):
+    """The colour of a variant (or of ``sft``, or of a Table 1 method) in every figure.
+
+    The first variant with objective ``grpo`` is near-black, SFT grey, Table 1's GRPO-λ method red;
+    the other variants take the palette in config order, so adding a variant at the end of the
+    config leaves the existing colours unchanged.
+    """
+    if variant == aggregate.SFT:
+        return SFT_COLOUR
+    if variant == "grpo_lambda" and variant not in config["variants"]:
+        return GRPO_LAMBDA_METHOD_COLOUR
+    if variant not in config["variants"]:
+        raise ValueError(f"variant {variant!r} is not in the config (known: {list(config['variants'])})")
+    grpo = [v for v, spec in config["variants"].items() if spec["objective"] == "grpo"]
+    if grpo and variant == grpo[0]:
+        return GRPO_COLOUR
+    others = [v for v in config["variants"] if not (grpo and v == grpo[0])]
+    return _PALETTE[others.index(variant) % len(_PALETTE)]
+
+
+def smooth(values, weight: float) -> np.ndarray:
+    """Debiased exponential moving average: s_t = w·s_{t−1} + (1−w)·x_t, shown as s_t / (1 − w^n_t)
+    where n_t counts the finite values so far; NaN values are skipped (the average carries over)."""
+    values = np.asarray(values, dtype=float)
+    if not 0 <= weight < 1:
+        raise ValueError(f"weight must lie in [0, 1), got {weight}")
+    out = np.full(values.shape, np.nan)
+    state, seen = 0.0, 0
+    for i, x in enumerate(values):
+        if np.isfinite(x):
+            state = weight * state + (1 - weight) * x
+            seen += 1
+        if seen:
+            out[i] = state / (1 - weight ** seen)
+    return out
+
+
+def smoothing_weight(setting, n_steps: int) -> float:
+    """report.smoothing as an EMA weight: a number is used as is; "auto" gives
+    w = 1 − 1/(1 + n_steps/50), an effective window of about 1 + n_steps/50 steps."""
+    if setting == "auto":
+        return 1.0 - 1.0 / (1.0 + n_steps / 50.0)
+    return float(setting)
+
+
+def seed_curves(log: pd.DataFrame, metric: str, weight: float) -> pd.DataFrame:
+    """Per step: mean, min and max over seeds of each seed's smoothed ``metric``."""
+    curves = []
+    for _, run in log.groupby("seed"):
+        run = run.sort_values("step")
+        curves.append(pd.Series(smooth(run[metric].to_numpy(), weight), index=run["step"].to_numpy()))
+    table = pd.concat(curves, axis=1)
+    return pd.DataFrame({"mean": table.mean(axis=1), "low": table.min(axis=1), "high": table.max(axis=1)})
+
+
+def _thin(curve: pd.DataFrame, max_points: int = MAX_CURVE_POINTS) -> pd.DataFrame:
+    """Every k-th point of a smoothed curve (and its last), so long runs draw and save quickly."""
+    stride = -(-len(curve) // max_points)
+    if stride <= 1:
+        return curve
+    keep = np.unique(np.r_[np.arange(0, len(curve), stride), len(curve) - 1])
+    return curve.iloc[keep]
+
+
+# ---- the figures -------------------------------------------------------------------------------
+
+def _note(ax, text: str) -> None:
+    ax.text(0.5, 0.5, text, ha="center", va="center", transform=ax.transAxes, fontsize=9, color="#555555", wrap=True)
+    ax.set_xticks([])
+    ax.set_yticks([])
+
+
+def _grid(n_rows: int, n_cols: int, width: float = 3.4, height: float = 2.6):
+    n_rows, n_cols = max(n_rows, 1), max(n_cols, 1)
+    fig, axes = plt.subplots(n_rows, n_cols, figsize=(width * n_cols, height * n_rows), squeeze=False)
+    return fig, axes
+
+
+def figure1(config: dict, t1: pd.DataFrame, options: dict):
+    model = options["figure1_model"]
+    rows = t1[(t1["model"] == model) & t1["method"].isin(["grpo", "grpo_lambda"])]
+    targets = list(config["benchmarks"]) + [aggregate.AVERAGE]
+    fig, axes = _grid(1, 1, width=1.2 * len(targets) + 1.5, height=3.4)
+    ax = axes[0, 0]
+    if rows.empty:
+        _note(ax, f"no GRPO / GRPO-λ results for {model} yet")
+        return fig
+    width = 0.8 / len(rows)
+    x = np.arange(len(targets))
+    # records, not itertuples: benchmark names such as "arith-1" are not attribute names
+    for i, row in enumerate(rows.to_dict("records")):
+        values = np.array([row[t] for t in targets], dtype=float)
+        low = np.array([row[f"{t}_low"] for t in targets], dtype=float)
+        high = np.array([row[f"{t}_high"] for t in targets], dtype=float)
+        names = row["variants"].split()
+        colour = variant_colour(config, names[0]) if len(names) == 1 else GRPO_LAMBDA_METHOD_COLOUR
+        errors = np.vstack([values - low, high - values])
+        ax.bar(x + (i - (len(rows) - 1) / 2) * width, values, width, color=colour,
+               yerr=None if np.isnan(errors).all() else np.nan_to_num(errors), capsize=2,
+               label=f"{row['label']} ({row['variants']})" if row["method"] != "grpo" else row["label"])
+    ax.set_xticks(x, targets, rotation=20)
+    ax.set_ylabel("accuracy (mean over training sets)")
+    ax.set_title(f"{config['models'][model].get('paper_name', model)}: GRPO vs GRPO-λ")
+    ax.legend(fontsize=7)
+    return fig
+
+
+def _final_reward(logs: pd.DataFrame, window: int) -> pd.DataFrame:
+    """Mean reward of the last ``window`` logged steps of each run."""
+    if logs.empty:
+        return pd.DataFrame(columns=["model", "dataset", "variant", "seed", "reward"])
+    runs = ["model", "dataset", "variant", "seed"]
+    tail = logs.dropna(subset=["reward"]).sort_values("step").groupby(runs).tail(window)
+    return tail.groupby(runs, as_index=False)["reward"].mean()
+
+
+def figure3(config: dict, logs: pd.DataFrame, options: dict):
+    final = _final_reward(logs, options["final_window"])
+    models = list(config["models"])
+    fig, axes = _grid(1, len(models), width=4.5, height=3.2)
+    for ax, model in zip(axes[0], models):
+        data = final[final["model"] == model]
+        if data.empty:
+            _note(ax, f"{model}: no training logs yet")
+            continue
+        datasets = model_datasets(config, model)
+        variants = [v for v in model_variants(config, model) if v in set(data["variant"])]
+        width = 0.8 / len(variants)
+        for i, variant in enumerate(variants):
+            offset = (i - (len(variants) - 1) / 2) * width
+            runs = data[data["variant"] == variant]
+            means = [runs[runs["dataset"] == d]["reward"].mean() for d in datasets]
+            ax.bar(np.arange(len(datasets)) + offset, means, width, color=variant_colour(config, variant),
+                   label=aggregate.variant_label(config, variant))
+            for j, dataset in enumerate(datasets):
+                seeds = runs[runs["dataset"] == dataset]["reward"]
+                ax.scatter(np.full(len(seeds), j + offset), seeds, s=8, color="black", zorder=3)
+        ax.set_xticks(np.arange(len(datasets)), datasets)
+        ax.set_ylabel(f"train reward (last {options['final_window']} steps)")
+        ax.set_title(config["models"][model].get("paper_name", model), fontsize=9)
+        top = np.nanmax(data["reward"].to_numpy())
+        if np.isfinite(top) and top > 0:
+            ax.set_ylim(0, 1.4 * top)  # room for the legend above the bars
+        ax.legend(fontsize=6, ncol=2, loc="upper left")
+    return fig
+
+
+def _best_lambda(config: dict, final: pd.DataFrame, model: str, dataset: str) -> str | None:
+    """The GRPO-λ variant with the highest mean final training reward on this model × dataset."""
+    data = final[(final["model"] == model) & (final["dataset"] == dataset)]
+    data = data[data["variant"].map(lambda v: aggregate.objective(config, v) == "grpo_lambda")]
+    if data.empty:
+        return None
+    return data.groupby("variant")["reward"].mean().idxmax()
+
+
+def _curves(config: dict, logs: pd.DataFrame, metric: str, pick, ylabel: str, options: dict):
+    """A grid of models × training sets; ``pick(model, dataset)`` lists the variants drawn."""
+    models = list(config["models"])
+    n_cols = max(len(model_datasets(config, m)) for m in models)
+    fig, axes = _grid(len(models), n_cols)
+    for r, model in enumerate(models):
+        datasets = model_datasets(config, model)
+        for c in range(n_cols):
+            ax = axes[r, c]
+            if c >= len(datasets):
+                ax.axis("off")
+                continue
+            dataset = datasets[c]
+            runs = logs[(logs["model"] == model) & (logs["dataset"] == dataset)]
+            drawn = 0
+            for variant in pick(model, dataset):
+                log = runs[runs["variant"] == variant].dropna(subset=[metric])
+                if log.empty:
+                    continue
+                weight = smoothing_weight(options["smoothing"], int(log["step"].nunique()))
+                curve = _thin(seed_curves(log, metric, weight))
+                colour = variant_colour(config, variant)
+                ax.plot(curve.index, curve["mean"], color=colour, lw=1.2,
+                        label=aggregate.variant_label(config, variant))
+                ax.fill_between(curve.index, curve["low"], curve["high"], color=colour, alpha=0.2, lw=0)
+                drawn += 1
+            ax.set_title(f"{model} / {dataset}", fontsize=9)
+            if not drawn:
+                _note(ax, f"no {metric} logged yet")
+                continue
+            ax.set_xlabel("step")
+            ax.set_ylabel(ylabel)
+            ax.legend(fontsize=6)
+    return fig
+
+
+def figure4(config: dict, logs: pd.DataFrame, options: dict):
+    final = _final_reward(logs, options["final_window"])
+    baseline = options["baseline"]
+
+    def pick(model, dataset):
+        best = _best_lambda(config, final, model, dataset)
+        return [baseline] + ([best] if best else [])
+    return _curves(config, logs, "reward", pick, "train reward", options)
+
+
+def kl_figure(config: dict, logs: pd.DataFrame, options: dict):
+    def pick(model, dataset):
+        return model_variants(config, model)
+    return _curves(config, logs, "kl", pick, "KL to reference", options)
+
+
+def eval_length_figure(config: dict, summary: pd.DataFrame):
+    final = summary[summary["step"] == aggregate.FINAL]
+    models = list(config["models"])
+    benchmarks = list(config["benchmarks"])
+    fig, axes = _grid(len(models), 1, width=1.1 * len(benchmarks) + 2.5, height=3.0)
+    for ax, model in zip(axes[:, 0], models):
+        data = final[final["model"] == model]
+        if data.empty:
+            _note(ax, f"{model}: no evaluations yet")
+            continue
+        variants = [v for v in [aggregate.SFT] + model_variants(config, model) if v in set(data["variant"])]
+        width = 0.8 / len(variants)
+        for i, variant in enumerate(variants):
+            rows = data[data["variant"] == variant]
+            # mean over seeds within a training set, then over training sets
+            per_dataset = rows.groupby(["benchmark", "dataset"], observed=True)["mean_length"].mean()
+            per_bench = per_dataset.groupby("benchmark", observed=True).mean()
+            ax.bar(np.arange(len(benchmarks)) + (i - (len(variants) - 1) / 2) * width,
+                   per_bench.reindex(benchmarks).to_numpy(), width, color=variant_colour(config, variant),
+                   label=aggregate.variant_label(config, variant))
+        ax.set_xticks(np.arange(len(benchmarks)), benchmarks)
+        ax.set_ylabel("mean completion length (tokens)")
+        ax.set_title(config["models"][model].get("paper_name", model), fontsize=9)
+        ax.legend(fontsize=6)
+    return fig
+
+
+def checkpoints_figure(config: dict, table: pd.DataFrame, model: str):
+    datasets = model_datasets(config, model)
+    targets = list(config["benchmarks"]) + [aggregate.AVERAGE]
+    fig, axes = _grid(len(datasets), len(targets), width=2.8, height=2.4)
+    data = table[table["model"] == model]
+    for r, dataset in enumerate(datasets):
+        for c, target in enumerate(targets):
+            ax = axes[r, c]
+            cell = data[(data["dataset"] == dataset) & (data["benchmark"] == target)]
+            ax.set_title(f"{dataset} / {target}", fontsize=8)
+            if cell.empty:
+                _note(ax, "no evaluations yet")
+                continue
+            sft = cell[cell["variant"] == aggregate.SFT]
+            for variant in model_variants(config, model):
+                line = pd.concat([sft, cell[cell["variant"] == variant]]).sort_values("step_num")
+                if len(line) == len(sft):
+                    continue
+                colour = variant_colour(config, variant)
+                ax.plot(line["step_num"], line["accuracy"], marker="o", ms=3, color=colour,
+                        label=aggregate.variant_label(config, variant))
+                ax.fill_between(line["step_num"], line["accuracy_low"], line["accuracy_high"], color=colour,
+                                alpha=0.15, lw=0)
+            ax.set_xlabel("step (0 = SFT)", fontsize=7)
+            if c == 0:
+                ax.set_ylabel("accuracy")
+            if r == 0 and c == 0:
+                ax.legend(fontsize=6)
+    fig.suptitle(config["models"][model].get("paper_name", model))
+    return fig
+
+
+# ---- writing -----------------------------------------------------------------------------------
+
+def figure_names(config: dict) -> list[str]:
+    """The figures ``main`` writes (without extension), in order."""
+    return ["figure1", "figure3", "figure4", "kl", "eval_length"] + [f"checkpoints_{m}" for m in config["models"]]
+
+
+def output_files(config: dict) -> list[str]:
+    """File names ``main`` writes into its out_dir (for a rule's output list)."""
+    return [f"{name}.{ext}" for name in figure_names(config) for ext in FORMATS]
+
+
+def save(fig, out_dir: str | os.PathLike, name: str) -> list[str]:
+    """Write ``name``.png and .pdf atomically (temporary name, then rename); close the figure."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    fig.tight_layout()
+    paths = []
+    for ext in FORMATS:
+        path = out_dir / f"{name}.{ext}"
+        # No timestamps in the files, so an unchanged figure is byte-identical when rebuilt.
+        metadata = {"CreationDate": None} if ext == "pdf" else {"Software": None}
+        with atomic_path(path) as tmp:
+            fig.savefig(tmp, format=ext, dpi=150, metadata=metadata)
+        paths.append(str(path))
+    plt.close(fig)
+    return paths
+
+
+def main(config: dict, results_dir: str | os.PathLike, out_dir: str | os.PathLike) -> list[str]:
+    """Draw every figure from ``results_dir`` into ``out_dir``; return the paths in
+    :func:`output_files` order. Missing results give figures that say so, never an error."""
+    options = aggregate.report_options(config)
+    samples = aggregate.collect_samples(results_dir, config)
+    summary = aggregate.summarise(samples)
+    cells = aggregate.Cells(samples, config["benchmarks"], options)
+    logs = aggregate.collect_train_logs(results_dir, config)
+    checkpoints = aggregate.checkpoints_table(summary, cells, config)
+    figures = {
+        "figure1": lambda: figure1(config, aggregate.table1(cells, config, options), options),
+        "figure3": lambda: figure3(config, logs, options),
+        "figure4": lambda: figure4(config, logs, options),
+        "kl": lambda: kl_figure(config, logs, options),
+        "eval_length": lambda: eval_length_figure(config, summary),
+    }
+    for model in config["models"]:
+        figures[f"checkpoints_{model}"] = lambda model=model: checkpoints_figure(config, checkpoints, model)
+    paths = []
+    for name in figure_names(config):
+        paths += save(figures[name](), out_dir, name)
+    return paths

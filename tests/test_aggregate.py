@@ -1,0 +1,353 @@
+"""Tables from a synthetic results tree in the paper's layout, whose accuracies are known exactly."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_lambda import aggregate
+
+BENCHMARKS = {"aime24": 30, "amc": 40, "math500": 60, "minerva": 30, "olympiadbench": 40}
+DATASETS = ["math12k", "gsm8k"]
+SEEDS = [0, 1]
+CHECKPOINT = 10
+MAX_STEPS = 30
+# Effect of each variant on accuracy; "same" equals GRPO but gets other problems right.
+EFFECT = {"sft": -0.10, "grpo": 0.0, "rt98": 0.04, "rt99": 0.08, "bw99": 0.20, "same": 0.0}
+MODEL_BASE = {"qwen15": 0.30, "small": 0.20}
+RELATIVE = {"form": "relative"}
+
+
+def make_config() -> dict:
+    return {
+        "models": {
+            "qwen15": {"source": "x", "paper_name": "Qwen2.5-Math-1.5B-Instruct"},
+            "small": {"source": "y", "variants": ["grpo", "rt99", "same"], "datasets": ["math12k"]},
+        },
+        "datasets": {d: {"source": "registry"} for d in DATASETS},
+        "benchmarks": {b: {"source": "registry"} for b in BENCHMARKS},
+        "variants": {
+            "grpo": {"objective": "grpo"},
+            "rt98": {"objective": "grpo_lambda", "lam": 0.98, "style": "recent", "update": "trace", **RELATIVE},
+            "rt99": {"objective": "grpo_lambda", "lam": 0.99, "style": "recent", "update": "trace", **RELATIVE},
+            "bw99": {"objective": "grpo_lambda", "lam": 0.99, "style": "both", "update": "weight", **RELATIVE},
+            "same": {"objective": "grpo", "label": "GRPO again"},
+        },
+        "seeds": SEEDS,
+        "rl": {"max_steps": MAX_STEPS},
+        "evaluation": {"checkpoints": [CHECKPOINT]},
+        "report": {"bootstrap": 200},
+    }
+
+
+def n_correct(model, dataset, variant, seed, step, benchmark) -> int:
+    """The known number of correct answers of one cell."""
+    p = (MODEL_BASE[model] + EFFECT[variant] + 0.03 * DATASETS.index(dataset) + 0.02 * (seed or 0)
+         + 0.05 * list(BENCHMARKS).index(benchmark) - (0.05 if step != "final" else 0.0))
+    n = BENCHMARKS[benchmark]
+    return int(round(min(max(p, 0.0), 1.0) * n))
+
+
+def accuracy(*cell) -> float:
+    return n_correct(*cell) / BENCHMARKS[cell[-1]]
+
+
+def _order(benchmark: str, variant: str) -> np.ndarray:
+    """Which problems a cell gets right: the first k of a fixed order (nested sets), except for
+    the "same" variant whose order differs (as many right as GRPO, but other problems)."""
+    rng = np.random.default_rng(list(BENCHMARKS).index(benchmark) + (100 if variant == "same" else 0))
+    return rng.permutation(BENCHMARKS[benchmark])
+
+
+def write_cell(root: Path, model, dataset, variant, seed, step, benchmark) -> None:
+    k = n_correct(model, dataset, variant, seed, step, benchmark)
+    right = set(_order(benchmark, variant)[:k].tolist())
+    folder = root / model / dataset / variant
+    folder = (folder if variant == "sft" else folder / f"seed{seed}") / "eval" / str(step)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / f"{benchmark}.jsonl", "w") as handle:
+        for pid in range(BENCHMARKS[benchmark]):
+            handle.write(json.dumps({"id": pid, "mode": "greedy", "sample": 0, "gold": "1", "completion": "…",
+                                     "extracted": "1", "formatted": pid % 4 != 0, "correct": pid in right,
+                                     "length": 10 + pid}) + "\n")
+
+
+def write_train_log(root: Path, model, dataset, variant, seed) -> None:
+    steps = np.arange(1, MAX_STEPS + 1)
+    reward = 0.2 + EFFECT[variant] + 0.01 * seed + 0.3 * (1 - np.exp(-steps / 10))
+    log = pd.DataFrame({"step": steps, "reward": reward, "reward_std": 0.1, "kl": 0.001 * steps,
+                        "completion_length": 50.0, "loss": 0.0})
+    folder = root / model / dataset / variant / f"seed{seed}"
+    folder.mkdir(parents=True, exist_ok=True)
+    log.to_csv(folder / "train_log.csv", index=False)
+
+
+def build_tree(root: Path, config: dict) -> None:
+    for model, spec in config["models"].items():
+        for dataset in spec.get("datasets", DATASETS):
+            for benchmark in BENCHMARKS:
+                write_cell(root, model, dataset, "sft", None, "final", benchmark)
+            for variant in spec.get("variants", list(config["variants"])):
+                for seed in SEEDS:
+                    write_train_log(root, model, dataset, variant, seed)
+                    for step in (CHECKPOINT, "final"):
+                        for benchmark in BENCHMARKS:
+                            write_cell(root, model, dataset, variant, seed, step, benchmark)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    root = tmp_path_factory.mktemp("results")
+    config = make_config()
+    build_tree(root, config)
+    return root, config
+
+
+@pytest.fixture(scope="module")
+def tables(tree):
+    root, config = tree
+    return aggregate.build_tables(config, root)
+
+
+def _mean_over_seeds(model, dataset, variant, benchmark):
+    return np.mean([accuracy(model, dataset, variant, s, "final", benchmark) for s in SEEDS])
+
+
+def _average(fn, *args):
+    return np.mean([fn(*args, b) for b in BENCHMARKS])
+
+
+def test_collect_reads_each_cell_exactly(tree):
+    root, config = tree
+    frame = aggregate.collect(root, config)
+    expected_rows = len(aggregate.expected_cells(config))
+    assert len(frame) == expected_rows
+    for row in frame.sample(25, random_state=0).itertuples():
+        seed = None if pd.isna(row.seed) else int(row.seed)
+        truth = accuracy(row.model, row.dataset, row.variant, seed, row.step, row.benchmark)
+        assert row.accuracy == pytest.approx(truth)
+        assert row.n == BENCHMARKS[row.benchmark]
+        n = BENCHMARKS[row.benchmark]
+        assert row.formatted == pytest.approx(sum(pid % 4 != 0 for pid in range(n)) / n)
+        assert row.mean_length == pytest.approx(10 + (n - 1) / 2)
+
+
+def test_results_table_per_seed_with_gain_over_sft(tables):
+    results = tables["results"]
+    row = results[(results.model == "qwen15") & (results.dataset == "gsm8k") & (results.variant == "rt99")
+                  & (results.seed == 1) & (results.benchmark == "amc")].iloc[0]
+    truth = accuracy("qwen15", "gsm8k", "rt99", 1, "final", "amc")
+    sft = accuracy("qwen15", "gsm8k", "sft", None, "final", "amc")
+    assert row.accuracy == pytest.approx(truth)
+    assert row.sft_accuracy == pytest.approx(sft)
+    assert row.gain == pytest.approx(truth - sft)
+    assert row.accuracy_low <= truth <= row.accuracy_high
+    average = results[(results.model == "qwen15") & (results.dataset == "gsm8k") & (results.variant == "rt99")
+                      & (results.seed == 1) & (results.benchmark == "average")].iloc[0]
+    assert average.accuracy == pytest.approx(np.mean([accuracy("qwen15", "gsm8k", "rt99", 1, "final", b)
+                                                      for b in BENCHMARKS]))
+    sft_rows = results[results.variant == "sft"]
+    assert sft_rows.seed.isna().all() and sft_rows.gain.isna().all()
+
+
+def test_results_by_variant_is_the_mean_over_seeds(tables):
+    by_variant = tables["results_by_variant"]
+    row = by_variant[(by_variant.model == "qwen15") & (by_variant.dataset == "math12k")
+                     & (by_variant.variant == "bw99") & (by_variant.benchmark == "minerva")].iloc[0]
+    truth = _mean_over_seeds("qwen15", "math12k", "bw99", "minerva")
+    assert row.accuracy == pytest.approx(truth)
+    assert row.n_seeds == 2
+    assert row.gain == pytest.approx(truth - accuracy("qwen15", "math12k", "sft", None, "final", "minerva"))
+    assert row.gain_low > 0 and bool(row.gain_distinguishable)  # +0.30 over SFT on 30 problems
+
+
+def test_table1_default_is_the_mean_of_recent_trace_variants(tables):
+    t1 = tables["table1"].set_index(["model", "method"])
+    lam = t1.loc[("qwen15", "grpo_lambda")]
+    assert lam["variants"] == "rt98 rt99"
+    for benchmark in BENCHMARKS:
+        truth = np.mean([_mean_over_seeds("qwen15", d, v, benchmark) for d in DATASETS for v in ("rt98", "rt99")])
+        assert lam[benchmark] == pytest.approx(truth)
+        assert lam[f"{benchmark}_low"] <= lam[benchmark] <= lam[f"{benchmark}_high"]
+    assert lam["average"] == pytest.approx(np.mean([lam[b] for b in BENCHMARKS]))
+    grpo = t1.loc[("qwen15", "grpo")]
+    assert grpo["amc"] == pytest.approx(np.mean([_mean_over_seeds("qwen15", d, "grpo", "amc") for d in DATASETS]))
+    # "small" was trained on one dataset and has only rt99 among the GRPO-λ variants.
+    assert t1.loc[("small", "grpo_lambda"), "variants"] == "rt99"
+    assert t1.loc[("small", "grpo_lambda"), "datasets"] == "math12k"
+
+
+def test_table1_choice_from_the_config(tree):
+    root, config = tree
+    config = {**config, "report": {"bootstrap": 0, "grpo_lambda_variant": {"qwen15": "bw99", "small": "mean"}}}
+    t1 = aggregate.build_tables(config, root)["table1"].set_index(["model", "method"])
+    assert t1.loc[("qwen15", "grpo_lambda"), "variants"] == "bw99"
+    assert t1.loc[("qwen15", "grpo_lambda"), "math500"] == pytest.approx(
+        np.mean([_mean_over_seeds("qwen15", d, "bw99", "math500") for d in DATASETS]))
+    assert np.isnan(t1.loc[("qwen15", "grpo_lambda"), "math500_low"])  # bootstrap 0: no interval
+
+
+def test_published_difference(tables):
+    published_t1, published_e = aggregate.load_published()
+    cmp = tables["table1_published"]
+    assert set(cmp.model) == {"qwen15"}  # "small" has no paper_name
+    row = cmp[(cmp.method == "grpo_lambda") & (cmp.benchmark == "math500")].iloc[0]
+    paper = published_t1.set_index(["model", "method"]).loc[("Qwen2.5-Math-1.5B-Instruct", "grpo_lambda"), "math500"]
+    assert row.published == pytest.approx(paper)
+    assert row.difference == pytest.approx(row.ours - paper)
+
+    appendix = tables["appendix_e_published"]
+    cell = appendix[(appendix.variant == "grpo") & (appendix.dataset == "gsm8k")
+                    & (appendix.benchmark == "aime24")].iloc[0]
+    paper = published_e[(published_e.model == "Qwen2.5-Math-1.5B-Instruct") & (published_e.train_dataset == "gsm8k")
+                        & (published_e.trace_style == "grpo") & (published_e.benchmark == "aime24")].accuracy.item()
+    assert cell.published == pytest.approx(paper)
+    assert cell.difference == pytest.approx(_mean_over_seeds("qwen15", "gsm8k", "grpo", "aime24") - paper)
+    lam_cell = appendix[(appendix.variant == "bw99") & (appendix.dataset == "math12k")
+                        & (appendix.benchmark == "amc")]
+    paper = published_e[(published_e.model == "Qwen2.5-Math-1.5B-Instruct") & (published_e.train_dataset == "math12k")
+                        & (published_e.trace_style == "both") & (published_e.update_style == "weight")
+                        & (published_e.lam == 0.99) & (published_e.benchmark == "amc")].accuracy.item()
+    assert lam_cell.published.item() == pytest.approx(paper)
+    assert "same" not in set(appendix.variant)  # only the baseline stands for the paper's GRPO
+    assert set(appendix.model) == {"qwen15"}
+
+
+def test_appendix_e_layout(tables):
+    table = tables["appendix_e_qwen15"]
+    assert list(table.columns) == ["benchmark", "dataset", "GRPO", "both/weight/0.99", "recent/trace/0.98",
+                                   "recent/trace/0.99", "GRPO again"]
+    assert list(table.benchmark[::2]) == list(BENCHMARKS) + ["average"]
+    row = table[(table.benchmark == "olympiadbench") & (table.dataset == "gsm8k")].iloc[0]
+    assert row["recent/trace/0.98"] == pytest.approx(_mean_over_seeds("qwen15", "gsm8k", "rt98", "olympiadbench"))
+
+
+def test_paired_comparison_detects_a_real_gap_and_not_a_null_one(tables):
+    paired = tables["paired"]
+    strong = paired[(paired.model == "qwen15") & (paired.dataset == "math12k") & (paired.method == "bw99")
+                    & (paired.benchmark == "average")].iloc[0]
+    truth = (_average(_mean_over_seeds, "qwen15", "math12k", "bw99")
+             - _average(_mean_over_seeds, "qwen15", "math12k", "grpo"))
+    assert strong["diff"] == pytest.approx(truth)
+    assert strong.diff_low > 0 and bool(strong.distinguishable)
+    null = paired[(paired.model == "qwen15") & (paired.method == "same") & (paired.benchmark == "math500")]
+    assert set(null.dataset) == {"math12k", "gsm8k", "all"}
+    assert (null["diff"].abs() < 1e-12).all()
+    assert not null.distinguishable.any()
+    assert ((null.diff_low < 0) & (null.diff_high > 0)).all()
+    # Table 1's GRPO-λ against GRPO over all training sets
+    overall = paired[(paired.model == "qwen15") & (paired.dataset == "all") & (paired.method == "grpo_lambda")
+                     & (paired.benchmark == "amc")].iloc[0]
+    lam = np.mean([_mean_over_seeds("qwen15", d, v, "amc") for d in DATASETS for v in ("rt98", "rt99")])
+    base = np.mean([_mean_over_seeds("qwen15", d, "grpo", "amc") for d in DATASETS])
+    assert overall["diff"] == pytest.approx(lam - base)
+
+
+def test_checkpoints_table_places_sft_at_zero_and_final_at_max_steps(tables):
+    table = tables["checkpoints"]
+    rows = table[(table.model == "small") & (table.dataset == "math12k") & (table.benchmark == "amc")]
+    steps = dict(zip(zip(rows.variant, rows.step), rows.step_num))
+    assert steps[("sft", "final")] == 0
+    assert steps[("rt99", str(CHECKPOINT))] == CHECKPOINT
+    assert steps[("rt99", "final")] == MAX_STEPS
+    mid = rows[(rows.variant == "rt99") & (rows.step == str(CHECKPOINT))].iloc[0]
+    truth = np.mean([accuracy("small", "math12k", "rt99", s, CHECKPOINT, "amc") for s in SEEDS])
+    assert mid.accuracy == pytest.approx(truth)
+
+
+def test_main_writes_every_table_in_three_formats(tree, tmp_path):
+    root, config = tree
+    paths = aggregate.main(config, root, tmp_path / "tables")
+    assert [Path(p).name for p in paths] == aggregate.output_files(config)
+    for path in paths:
+        assert Path(path).stat().st_size > 0
+    tex = (tmp_path / "tables" / "table1.tex").read_text()
+    assert r"\toprule" in tex and r"\bottomrule" in tex and "qwen15" in tex
+    md = (tmp_path / "tables" / "results_by_variant.md").read_text()
+    assert md.startswith("| model") and "[" in md  # intervals shown as [low, high]
+    csv = pd.read_csv(tmp_path / "tables" / "table1.csv")
+    assert {"average", "average_low", "average_high"} <= set(csv.columns)
+    assert not list((tmp_path / "tables").glob(".*tmp*"))
+
+
+def test_partial_run_reports_what_exists(tree, tmp_path):
+    root, config = tree
+    partial = tmp_path / "partial"
+    import shutil
+    shutil.copytree(root, partial)
+    shutil.rmtree(partial / "qwen15" / "gsm8k" / "bw99")  # a whole variant not run yet
+    (partial / "qwen15" / "math12k" / "rt98" / "seed1" / "eval" / "final" / "amc.jsonl").unlink()
+    tables = aggregate.build_tables(config, partial)
+    missing = tables["missing"]
+    assert len(missing[(missing.variant == "bw99") & (missing.dataset == "gsm8k")]) == 2 * 2 * len(BENCHMARKS)
+    assert len(missing) == 2 * 2 * len(BENCHMARKS) + 1
+    by_variant = tables["results_by_variant"]
+    rt98 = by_variant[(by_variant.model == "qwen15") & (by_variant.dataset == "math12k")
+                      & (by_variant.variant == "rt98")]
+    amc = rt98[rt98.benchmark == "amc"].iloc[0]
+    assert amc.n_seeds == 2 and amc.accuracy == pytest.approx(  # seed 0 only on amc
+        accuracy("qwen15", "math12k", "rt98", 0, "final", "amc"))
+    assert "bw99" not in set(by_variant[by_variant.dataset == "gsm8k"].variant)
+    t1 = tables["table1"].set_index(["model", "method"])
+    assert t1.loc[("qwen15", "grpo_lambda"), "math500"] == pytest.approx(
+        np.mean([_mean_over_seeds("qwen15", d, v, "math500") for d in DATASETS for v in ("rt98", "rt99")]))
+
+
+def test_empty_results_folder_still_writes_tables(tmp_path):
+    config = make_config()
+    paths = aggregate.main(config, tmp_path / "nothing", tmp_path / "out")
+    assert len(paths) == len(aggregate.output_files(config))
+    missing = pd.read_csv(tmp_path / "out" / "missing.csv")
+    assert len(missing) == len(aggregate.expected_cells(config))
+
+
+def test_bad_report_options_name_the_key():
+    config = make_config()
+    for report, key in [({"bootstrap": -1}, "report.bootstrap"), ({"baseline": "nope"}, "report.baseline"),
+                        ({"grpo_lambda_variant": "nope"}, "report.grpo_lambda_variant"),
+                        ({"grpo_lambda_variant": {"colour": "red"}}, "report.grpo_lambda_variant"),
+                        ({"smoothing": 1.5}, "report.smoothing"), ({"typo": 1}, "unknown option")]:
+        with pytest.raises(ValueError, match=key):
+            aggregate.report_options({**config, "report": report})
+
+
+def test_variant_labels_distinguish_trace_forms():
+    config = make_config()
+    config["variants"]["rt99abs"] = {**config["variants"]["rt99"], "form": "absolute"}
+    assert aggregate.variant_label(config, "rt99") == "recent/trace/0.99/relative"
+    assert aggregate.variant_label(config, "rt99abs") == "recent/trace/0.99/absolute"
+    assert aggregate.variant_label(config, "same") == "GRPO again"
+    assert aggregate._published_variant(config, "rt99abs", "grpo") == ("recent", "trace", "0.99")
+    assert aggregate._published_variant(config, "grpo", "grpo") == ("grpo", "grpo", "")
+    assert aggregate._published_variant(config, "same", "grpo") is None
+
+
+def test_sampled_completions_give_pass_at_k(tmp_path):
+    config = make_config()
+    config["models"] = {"small": {"source": "y", "variants": ["grpo"], "datasets": ["math12k"]}}
+    folder = tmp_path / "small" / "math12k" / "grpo" / "seed0" / "eval" / "final"
+    folder.mkdir(parents=True)
+    rows = [{"id": pid, "mode": "greedy", "sample": 0, "correct": pid == 0, "formatted": True, "length": 5}
+            for pid in range(4)]
+    # problem 0: 1 of 2 samples right, problem 1: 2 of 2, problems 2-3: none
+    rows += [{"id": pid, "mode": "sampled", "sample": s, "correct": (pid == 0 and s == 1) or pid == 1,
+              "formatted": True, "length": 5} for pid in range(4) for s in range(2)]
+    (folder / "amc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    frame = aggregate.collect(tmp_path, config)
+    row = frame[frame.benchmark == "amc"].iloc[0]
+    assert row.accuracy == pytest.approx(0.25) and row.n == 4
+    assert row.k == 2 and row.sampled_accuracy == pytest.approx(3 / 8) and row.pass_at_k == pytest.approx(0.5)
+
+
+def test_a_malformed_evaluation_file_is_named(tmp_path):
+    config = make_config()
+    config["models"] = {"small": {"source": "y", "variants": ["grpo"], "datasets": ["math12k"]}}
+    folder = tmp_path / "small" / "math12k" / "sft" / "eval" / "final"
+    folder.mkdir(parents=True)
+    (folder / "amc.jsonl").write_text('{"id": 0, "correct": true}\n{"correct": tru\n')
+    with pytest.raises(ValueError, match=r"amc\.jsonl:2"):
+        aggregate.collect_samples(tmp_path, config)

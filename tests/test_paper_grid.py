@@ -1,0 +1,77 @@
+"""The paper's grid plans as the paper lays it out, locally and through the SLURM profile."""
+
+import collections
+import importlib.util
+import os
+import re
+import subprocess
+import sys
+
+import pytest
+
+from conftest import ROOT
+from grpo_lambda import config as study
+
+
+def dry_run(*extra, env=None):
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", "config/paper.yaml", *extra],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+    return result.stdout + result.stderr
+
+
+def planned_outputs(log: str) -> dict[str, list[str]]:
+    """rule -> the output paths of its planned jobs, read from a verbose dry run."""
+    outputs, rule = collections.defaultdict(list), None
+    for line in log.splitlines():
+        match = re.match(r"^(?:local)?rule (\w+):", line)
+        if match:
+            rule = match.group(1)
+        elif rule and line.strip().startswith("output:"):
+            outputs[rule] += [path.strip() for path in line.split(":", 1)[1].split(",")]
+    return outputs
+
+
+@pytest.fixture(scope="module")
+def plan():
+    return planned_outputs(dry_run())
+
+
+def test_the_paper_grid_has_92_rl_cells_and_460_final_evaluations(plan):
+    config = study.load(ROOT / "config" / "paper.yaml")
+    assert len(study.rl_cells(config)) == 92
+    trained = {path.rsplit("/", 1)[0] for path in plan["train"] if path.endswith("train_log.csv")}
+    assert len(trained) == 92
+    per_model = collections.Counter(path.split("/")[1] for path in trained)
+    assert per_model == {"qwen-math-1.5b": 36, "r1-qwen-1.5b": 36, "r1-llama-3b": 12, "r1-qwen-7b": 8}
+    final = [p for p in plan["evaluate"] if "/eval/final/" in p and p.endswith(".json")]
+    assert len(final) == 460
+    benchmarks = collections.Counter(p.rsplit("/", 1)[1] for p in final)
+    assert benchmarks == {f"{b}.json": 92 for b in ("aime24", "amc", "math500", "minerva", "olympiadbench")}
+    checkpoint = [p for p in plan["evaluate"] if "/eval/final/" not in p and p.endswith(".json")]
+    assert len(checkpoint) == 3 * 460  # three checkpoints per cell (the 7B's at its own steps)
+    assert any("/r1-qwen-7b/" in p and "/eval/3000/" in p for p in checkpoint)
+
+
+def test_the_7b_runs_use_lora_and_their_own_steps():
+    config = study.load(ROOT / "config" / "paper.yaml")
+    settings = study.stage_settings(config, "train", model="r1-qwen-7b", dataset="gsm8k", variant="recent-trace-0.99")
+    assert settings["rl"]["max_steps"] == 3500
+    assert settings["rl"]["max_completion_length"] == 768
+    assert settings["model"]["lora"]["r"] > 0
+    assert settings["checkpoints"] == [1000, 2000, 3000]
+    small = study.stage_settings(config, "train", model="qwen-math-1.5b", dataset="gsm8k", variant="grpo")
+    assert small["rl"]["max_steps"] == 10000 and small["rl"]["beta"] == 0.04
+
+
+@pytest.mark.skipif(importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
+                    reason="the SLURM executor plugin is not installed")
+def test_the_slurm_profile_plans_the_grid_with_gpus_and_accelerate():
+    env = {**os.environ, "GRPO_LAMBDA_PARTITION": "gpu", "GRPO_LAMBDA_ACCOUNT": "study"}
+    log = dry_run("--profile", "workflow/profiles/slurm", "--printshellcmds", env=env)
+    train_commands = [line for line in log.splitlines() if " train --settings" in line]
+    assert len(train_commands) == 92
+    assert all("accelerate launch" in line and "--num_processes 4" in line for line in train_commands)
+    assert all("envs/accelerate/zero2.yaml" in line for line in train_commands)
+    evaluate_commands = [line for line in log.splitlines() if " evaluate --settings" in line]
+    assert evaluate_commands and not any("accelerate launch" in line for line in evaluate_commands)

@@ -1,0 +1,85 @@
+"""The whole DAG, end to end, on a smaller copy of the embedded default (tests/data/config-e2e.yaml)."""
+
+import json
+import subprocess
+import sys
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import E2E_CONFIG, ROOT
+from grpo_lambda import files
+
+pytestmark = pytest.mark.slow
+
+
+def snakemake(workdir, *args, check=True):
+    result = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+                             "--directory", str(workdir), "--configfile", str(E2E_CONFIG), *args],
+                            capture_output=True, text=True, timeout=1800)
+    if check:
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return result
+
+
+@pytest.fixture(scope="module")
+def run(tmp_path_factory, cli):
+    workdir = tmp_path_factory.mktemp("pipeline")
+    snakemake(workdir, "--cores", "2")
+    snakemake(workdir, "--report", "results/report.html")
+    return workdir
+
+
+def test_the_results_table_matches_the_per_sample_files(run):
+    config = yaml.safe_load(E2E_CONFIG.read_text())
+    table = pd.read_csv(run / "results" / "tables" / "results.csv")
+    per_suite = table[table["benchmark"].isin(config["benchmarks"])]
+    # SFT baseline once per suite, and every variant x seed x suite.
+    expected = len(config["benchmarks"]) * (1 + len(config["variants"]) * len(config["seeds"]))
+    assert len(per_suite) == expected
+    assert set(per_suite["variant"]) == {"sft", *config["variants"]}
+    for row in per_suite.itertuples():
+        cell = "sft" if row.variant == "sft" else f"{row.variant}/seed{int(row.seed)}"
+        samples = files.read_jsonl(run / "results" / "tiny" / "arith" / cell / "eval" / "final" / f"{row.benchmark}.jsonl")
+        greedy = [s for s in samples if s["mode"] == "greedy"]
+        assert row.n == len(greedy) == config["benchmarks"][row.benchmark]["n"]
+        assert row.accuracy == pytest.approx(sum(s["correct"] for s in greedy) / len(greedy))
+        assert row.accuracy_low <= row.accuracy <= row.accuracy_high
+        summary = json.loads((run / "results" / "tiny" / "arith" / cell / "eval" / "final" / f"{row.benchmark}.json").read_text())
+        assert summary["accuracy"] == pytest.approx(row.accuracy)
+        if row.variant != "sft":
+            assert row.gain == pytest.approx(row.accuracy - row.sft_accuracy)
+
+
+def test_every_cell_logged_every_step_and_kept_its_checkpoints(run):
+    config = yaml.safe_load(E2E_CONFIG.read_text())
+    for variant in config["variants"]:
+        cell = run / "results" / "tiny" / "arith" / variant / "seed0"
+        log = pd.read_csv(cell / "train_log.csv")
+        assert list(log["step"]) == list(range(1, config["rl"]["max_steps"] + 1))
+        assert log["reward"].between(0, 1).all() and log["step_time"].gt(0).all()
+        for step in config["evaluation"]["checkpoints"]:
+            assert (cell / "checkpoints" / f"step-{step}" / "model.safetensors").exists()
+            assert (cell / "eval" / str(step) / "arith-1.jsonl").exists()
+    trace_log = pd.read_csv(run / "results" / "tiny" / "arith" / "recent-trace" / "seed0" / "train_log.csv")
+    assert trace_log["trace_weight"].notna().all()
+
+
+def test_the_report_holds_the_tables_and_figures(run):
+    html = (run / "results" / "report.html").read_text(errors="replace")
+    assert len(html) > 10_000
+    for name in ("results.csv", "table1.csv", "figure4.png"):
+        assert name in html
+    assert not list((run / "results").rglob(".*.tmp-*")), "temporary files must be renamed away"
+
+
+def test_one_cell_is_rebuilt_alone(run):
+    target = "results/tiny/arith/grpo/seed0/eval/final/arith-2.json"
+    (run / target).unlink()
+    plan = snakemake(run, "-n", "--quiet", "rules", target).stdout
+    jobs = {line.split()[0]: int(line.split()[1]) for line in plan.splitlines()
+            if len(line.split()) == 2 and line.split()[1].isdigit()}
+    assert jobs == {"evaluate": 1, "total": 1}
+    snakemake(run, "--cores", "1", target)
+    assert json.loads((run / target).read_text())["benchmark"] == "arith-2"
