@@ -2,11 +2,21 @@
 
 import dataclasses
 import itertools
+import math
 
 import pytest
 import torch
 
-from grpo_lambda.objectives import LOSS_TYPES, ObjectiveParams, masked_mean, policy_loss
+from grpo_lambda.objectives import (
+    LOSS_TYPES,
+    ObjectiveParams,
+    high_entropy_mask,
+    masked_mean,
+    oar_gradient_importance,
+    oar_perturbation_importance,
+    oar_weights,
+    policy_loss,
+)
 from grpo_lambda.traces import FORMS, STYLES, trace_matrix
 
 B, T = 4, 12
@@ -200,3 +210,182 @@ def test_shape_errors_name_the_culprit(batch):
         policy_loss(logps, old_logps, None, advantages[:2], mask, params)
     with pytest.raises(ValueError, match="ref_logps"):
         policy_loss(logps, old_logps, None, advantages, mask, ObjectiveParams(beta=0.1))
+
+
+# --- P-trace and S-trace (an interpretation of arXiv 2605.05965's abstract) -----------------------
+
+
+def strictly_earlier(lam):
+    """The (T, T) matrix of κ^(t−k) for k < t, 0 elsewhere."""
+    return trace_matrix(T, lam) - torch.eye(T, dtype=torch.float64)
+
+
+def test_ptrace_weights_the_clipped_term_by_the_detached_history(batch):
+    """loss_t = sg(exp(Σ_{k<t} κ^(t−k) log ρ_k)) · (−min(ρ_t A, clip(ρ_t) A)); no gradient through the history."""
+    logps, old_logps, _, mask, advantages = batch
+    params = ObjectiveParams(objective="ptrace", lam=0.9, loss_type="bnpo")
+    loss, metrics = policy_loss(logps, old_logps, None, advantages, mask, params)
+    (grad,) = torch.autograd.grad(loss, logps)
+
+    log_ratio = logps - old_logps
+    history = torch.exp(((log_ratio * mask) @ strictly_earlier(0.9).T).detach())
+    ratio = log_ratio.exp()
+    a = advantages.unsqueeze(1)
+    ppo = -torch.minimum(ratio * a, ratio.clamp(0.8, 1.2) * a)
+    expected = (history * ppo * mask).sum() / mask.sum()
+    assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
+    torch.testing.assert_close(metrics["trace_weight"], history)
+    (expected_grad,) = torch.autograd.grad(expected, logps)
+    torch.testing.assert_close(grad, expected_grad, rtol=1e-12, atol=1e-14)
+    assert (history[mask.bool()] - 1).abs().max() > 0.05  # the history does weigh the tokens here
+
+
+def test_ptrace_is_grpo_at_lambda_zero_and_on_policy(batch):
+    logps, old_logps, ref_logps, mask, advantages = batch
+    common = dict(beta=0.04, loss_type="dapo", epsilon_high=0.28)
+    grpo, _ = policy_loss(logps, old_logps, ref_logps, advantages, mask, ObjectiveParams(**common))
+    at_zero, _ = policy_loss(logps, old_logps, ref_logps, advantages, mask,
+                             ObjectiveParams(objective="ptrace", lam=0.0, **common))
+    assert at_zero.item() == grpo.item()
+    # on-policy (old = current, as TRL passes it with one step per generation) every ratio is 1: h = 1
+    grpo, _ = policy_loss(logps, None, ref_logps, advantages, mask, ObjectiveParams(**common))
+    ptrace, metrics = policy_loss(logps, None, ref_logps, advantages, mask,
+                                  ObjectiveParams(objective="ptrace", lam=0.99, **common))
+    assert ptrace.item() == grpo.item()
+    assert torch.equal(metrics["trace_weight"], torch.ones_like(logps))
+    off_policy, _ = policy_loss(logps, old_logps, ref_logps, advantages, mask,
+                                ObjectiveParams(objective="ptrace", lam=0.99, **common))
+    assert abs(off_policy.item() - policy_loss(logps, old_logps, ref_logps, advantages, mask,
+                                               ObjectiveParams(**common))[0].item()) > 1e-3
+
+
+def test_high_entropy_mask_keeps_the_top_quantile():
+    generator = torch.Generator().manual_seed(3)
+    entropies = torch.rand(B, T, generator=generator, dtype=torch.float64)
+    mask = torch.ones(B, T)
+    mask[0, 6:] = 0
+    kept = high_entropy_mask(entropies, mask, 0.8)
+    valid = entropies[mask.bool()]
+    assert kept.sum() == (valid >= torch.quantile(valid, 0.8)).sum()
+    assert kept.sum() == pytest.approx(0.2 * mask.sum(), abs=1)
+    assert entropies[kept].min() >= entropies[mask.bool() & ~kept].max()  # keeps the highest
+    assert not kept[~mask.bool()].any()
+    assert torch.equal(high_entropy_mask(entropies, mask, 0.0), mask.bool())  # q = 0 keeps every token
+    with pytest.raises(ValueError, match="quantile"):
+        high_entropy_mask(entropies, mask, 1.5)
+
+
+def test_strace_traces_only_the_masked_tokens_and_is_ptrace_with_every_token(batch):
+    logps, old_logps, _, mask, advantages = batch
+    entropies = torch.rand(B, T, dtype=torch.float64, generator=torch.Generator().manual_seed(4))
+    strace = ObjectiveParams(objective="strace", lam=0.9, loss_type="bnpo")
+    ptrace = ObjectiveParams(objective="ptrace", lam=0.9, loss_type="bnpo")
+
+    everything = high_entropy_mask(entropies, mask, 0.0)
+    loss_all, metrics_all = policy_loss(logps, old_logps, None, advantages, mask, strace, trace_mask=everything)
+    loss_p, metrics_p = policy_loss(logps, old_logps, None, advantages, mask, ptrace)
+    assert loss_all.item() == loss_p.item()
+    assert torch.equal(metrics_all["trace_weight"], metrics_p["trace_weight"])
+
+    top = high_entropy_mask(entropies, mask, 0.8)
+    loss_top, metrics_top = policy_loss(logps, old_logps, None, advantages, mask, strace, trace_mask=top)
+    log_ratio = (logps - old_logps).detach()
+    history = torch.exp((log_ratio * top) @ strictly_earlier(0.9).T)
+    torch.testing.assert_close(metrics_top["trace_weight"], history)
+    assert abs(loss_top.item() - loss_p.item()) > 1e-4
+
+
+@pytest.mark.parametrize("objective, trace_mask, culprit", [("strace", None, "trace_mask is required"),
+                                                             ("ptrace", torch.ones(B, T), "'strace' only")])
+def test_trace_mask_belongs_to_strace(batch, objective, trace_mask, culprit):
+    logps, old_logps, _, mask, advantages = batch
+    with pytest.raises(ValueError, match=culprit):
+        policy_loss(logps, old_logps, None, advantages, mask, ObjectiveParams(objective=objective),
+                    trace_mask=trace_mask)
+
+
+# --- OAR (arXiv 2601.07408) ------------------------------------------------------------------------
+
+
+def test_oar_weights_keep_the_mass_and_the_order():
+    generator = torch.Generator().manual_seed(5)
+    importance = torch.rand(3, 10, generator=generator, dtype=torch.float64) ** 3
+    reasoning = torch.zeros(3, 10, dtype=torch.bool)
+    reasoning[0, :7] = True
+    reasoning[1, 2:9] = True  # reasoning need not start at 0 for the function
+    reasoning[2, :1] = True
+    for quantile, boost in ((0.5, 1.0), (0.8, 2.0), (0.0, 0.5), (1.0, 1.0)):
+        weights = oar_weights(importance, reasoning, quantile=quantile, boost=boost)
+        torch.testing.assert_close(weights.where(reasoning, 0).sum(-1), reasoning.sum(-1).double(), rtol=1e-12,
+                                   atol=1e-12)
+        assert torch.equal(weights[~reasoning], torch.ones_like(weights[~reasoning]))
+        for row in range(3):
+            scores, row_weights = importance[row][reasoning[row]], weights[row][reasoning[row]]
+            order = scores.argsort()
+            assert (row_weights[order].diff() >= -1e-12).all(), (quantile, boost, row)
+    # equal scores: uniform weights; a longer spread: a larger top weight with a larger boost
+    flat = oar_weights(torch.full((1, 5), 0.3), torch.ones(1, 5, dtype=torch.bool))
+    torch.testing.assert_close(flat, torch.ones(1, 5))
+    mild = oar_weights(importance, reasoning, boost=0.5)
+    strong = oar_weights(importance, reasoning, boost=3.0)
+    assert strong[0].max() > mild[0].max()
+
+
+def test_oar_weights_by_hand():
+    """Scores whose log1p is 0, 1, 2, 3 (n = 0, 1/3, 2/3, 1), q = 0.5, β = 1: τ = 0.5,
+    raw weights max(0, 0.1) = 0.1, (1/3)/0.5 = 2/3, 1 + (2/3 − 1/2)/(1/2) = 4/3, 1 + 1 = 2; sum 4.1."""
+    importance = torch.tensor([[0.0, math.e - 1, math.e**2 - 1, math.e**3 - 1, 5.0]], dtype=torch.float64)
+    reasoning = torch.tensor([[True, True, True, True, False]])
+    weights = oar_weights(importance, reasoning, quantile=0.5, boost=1.0)
+    raw = torch.tensor([0.1, 2 / 3, 4 / 3, 2.0], dtype=torch.float64)
+    torch.testing.assert_close(weights[0, :4], raw * 4 / raw.sum(), rtol=1e-12, atol=1e-12)
+    assert weights[0, 4] == 1.0
+
+
+def toy_answer_model(weights_in, weights_out):
+    """h = Σ_n c_n e_n, answer logits = h W (one answer position): a token's influence is |c_n|."""
+    def forward(embeds):
+        hidden = torch.einsum("n,bnh->bh", weights_in, embeds)
+        return (hidden @ weights_out).unsqueeze(1)
+    return forward
+
+
+def test_oar_gradient_importance_orders_tokens_by_their_influence():
+    generator = torch.Generator().manual_seed(6)
+    influence = torch.tensor([0.5, 0.0, 3.0, 0.0, 1.0, 2.0], dtype=torch.float64)
+    weights_out = torch.randn(4, 7, generator=generator, dtype=torch.float64)
+    shared = torch.randn(4, generator=generator, dtype=torch.float64)
+    embeds = shared.expand(2, 6, 4).clone()  # every token the same embedding: I_t ∝ |c_t| exactly
+    noise_mask = torch.tensor([[0, 1, 1, 1, 1, 0]] * 2, dtype=torch.float64)  # reasoning: positions 1–4
+    importance = oar_gradient_importance(toy_answer_model(influence, weights_out), embeds, noise_mask,
+                                         torch.ones(2, 1), sigma=1e-3, generator=generator)
+    for row in importance:
+        assert row[[0, 1, 3, 5]].abs().max() == 0  # no influence, or not a reasoning token
+        assert row[2] > 0 and row[2] / row[4] == pytest.approx(3.0, rel=1e-9)
+    weights = oar_weights(importance, noise_mask.bool())
+    assert weights[0, 2] > weights[0, 4] > weights[0, 1] == weights[0, 3]
+    assert weights[0, 1:5].sum().item() == pytest.approx(4.0, rel=1e-12)
+    with pytest.raises(ValueError, match="sigma"):
+        oar_gradient_importance(toy_answer_model(influence, weights_out), embeds, noise_mask, torch.ones(2, 1),
+                                sigma=0.0)
+
+
+def test_oar_perturbation_importance_orders_tokens_by_their_influence():
+    generator = torch.Generator().manual_seed(7)
+    influence = torch.tensor([0.5, 0.0, 3.0, 0.0, 1.0, 2.0], dtype=torch.float64)
+    table = torch.randn(5, 4, generator=generator, dtype=torch.float64)
+    table[0] = 0.0  # the pad token's embedding
+    weights_out = torch.randn(4, 7, generator=generator, dtype=torch.float64)
+    embed_forward = toy_answer_model(influence, weights_out)
+    input_ids = torch.tensor([[3, 2, 2, 2, 2, 4]])
+    reasoning = torch.tensor([[False, True, True, True, True, False]])
+    importance = oar_perturbation_importance(lambda ids, mask: embed_forward(table[ids]), input_ids,
+                                             torch.ones_like(input_ids), reasoning, torch.ones(1, 1), pad_id=0,
+                                             batch_size=3)
+    row = importance[0]
+    assert row[[0, 1, 3, 5]].abs().max() == 0
+    assert row[2] > row[4] > 0
+    # by hand for token 2: KL(softmax(hW) ‖ softmax((h − 3 e_2)W))
+    hidden = (influence.unsqueeze(1) * table[input_ids[0]]).sum(0)
+    p, q = torch.log_softmax(hidden @ weights_out, -1), torch.log_softmax((hidden - 3 * table[2]) @ weights_out, -1)
+    assert row[2].item() == pytest.approx((p.exp() * (p - q)).sum().item(), rel=1e-6)

@@ -228,7 +228,7 @@ def test_variant_config_kwargs_maps_keys(tmp_path):
     assert base_config(tmp_path, **gspo).importance_sampling_level == "sequence"
 
 
-@pytest.mark.parametrize("config_file", ["config.yaml", "paper.yaml"])
+@pytest.mark.parametrize("config_file", ["config.yaml", "paper.yaml", "compare.yaml", "beyond.yaml"])
 def test_pipeline_config_variants_map_to_configs(tmp_path, config_file):
     path = Path(__file__).resolve().parents[1] / "config" / config_file
     if not path.exists():

@@ -1,4 +1,4 @@
-"""Per-token policy objectives: GRPO and GRPO-λ (ε-trace and ε-weight), as pure torch functions.
+"""Per-token policy objectives (GRPO, GRPO-λ, P-trace, S-trace) and OAR's token weights, as pure torch.
 
 Every objective shares one skeleton (that of TRL 1.16's GRPOTrainer._compute_loss):
 
@@ -15,20 +15,36 @@ per token; clamped from below at `advantage_clamp` when set). The objectives dif
 - ``grpo_lambda``, update ``trace`` (ε-trace, paper Eq. 1–2): log coef_t = Σ_{c≤t} W[t,c](ℓ_c − ℓ_old,c).
 - ``grpo_lambda``, update ``weight`` (ε-weight, authors' released code): the GRPO coefficient, and
   extra_t = Σ_{c≤t} W[t,c](1 + σ(ℓ_c − 1)), not detached.
+- ``ptrace`` (P-trace, arXiv 2605.05965; an interpretation of its abstract, the only public text): the
+  GRPO coefficient, and the historical importance weight extra_t = h_t with
+  h_t = sg(exp(Σ_{k<t} κ^(t−k) log ρ_k)), ρ_k = π_θ(y_k)/π_old(y_k): a decayed trace of the earlier
+  tokens' log-ratios approximating the product of their ratios. λ = 0 or an on-policy batch (ρ ≡ 1)
+  gives GRPO.
+- ``strace`` (S-trace, same source and caveat): P-trace whose trace sums only the tokens of
+  ``trace_mask`` (the caller's choice; the trainer keeps the tokens whose entropy is at or above a
+  batch quantile q, so q = 0 is P-trace): h_t = sg(exp(Σ_{k<t} κ^(t−k) m_k log ρ_k)).
 
-W is the trace matrix of `grpo_lambda.traces`. A later objective (a sequence-level ratio, P-trace,
-per-token advantage weights, ...) is one more branch there plus its fields in `ObjectiveParams`.
+W is the trace matrix of `grpo_lambda.traces`, κ = γλ. GSPO, Dr. GRPO and DAPO need no branch here:
+they are TRL options (importance_sampling_level, loss_type, scale_rewards, epsilon_high).
+
+OAR (arXiv 2601.07408) reshapes per-token advantages rather than the ratio: `oar_gradient_importance`
+(OAR-G) and `oar_perturbation_importance` (OAR-P) score each reasoning token by how much it moves the
+final-answer distribution, and `oar_weights` turns the scores into weights w_t with Σ w_t = the number
+of reasoning tokens, so that A_{i,t} = A_i · w_t keeps the sequence's advantage mass.
 """
 
 from __future__ import annotations
 
+import math
 from dataclasses import dataclass
 
 import torch
 
 from grpo_lambda.traces import FORMS, STYLES, apply_trace
 
-OBJECTIVES = ("grpo", "grpo_lambda")
+OBJECTIVES = ("grpo", "grpo_lambda", "ptrace", "strace")
+# The objectives whose extra factor is the historical importance weight h_t.
+HISTORY_OBJECTIVES = ("ptrace", "strace")
 UPDATES = ("trace", "weight")
 # The normalisations of TRL's GRPOTrainer that this module reproduces.
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
@@ -38,8 +54,8 @@ LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 class ObjectiveParams:
     """What a policy objective needs besides the batch.
 
-    objective             "grpo" | "grpo_lambda"
-    lam, gamma            trace decay κ = γλ (grpo_lambda)
+    objective             "grpo" | "grpo_lambda" | "ptrace" | "strace"
+    lam, gamma            trace decay κ = γλ (grpo_lambda, ptrace, strace)
     style, form, eps      trace matrix shape and floor ε (see grpo_lambda.traces)
     update                "trace": the traced ratio inside the clip | "weight": per-token loss × trace
     advantage_clamp       advantages below it are raised to it (paper: −0.1); None: no clamp
@@ -92,7 +108,13 @@ class ObjectiveParams:
 
     @property
     def traced(self) -> bool:
+        """The GRPO-λ trace matrix W shapes the ratio or the per-token factor."""
         return self.objective == "grpo_lambda"
+
+    @property
+    def history_weighted(self) -> bool:
+        """The per-token loss is multiplied by the historical importance weight h_t (P-trace, S-trace)."""
+        return self.objective in HISTORY_OBJECTIVES
 
 
 def masked_mean(values: torch.Tensor, mask: torch.Tensor) -> torch.Tensor:
@@ -111,6 +133,7 @@ def policy_loss(
     *,
     token_weights: torch.Tensor | None = None,
     num_items: torch.Tensor | float | None = None,
+    trace_mask: torch.Tensor | None = None,
 ) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
     """The policy loss of the module docstring and its per-token metrics.
 
@@ -120,13 +143,17 @@ def policy_loss(
     (B, T): TRL's off-policy mask, high-entropy mask, vLLM importance-sampling ratio.
     num_items: the token count dapo divides by, used as given (TRL: num_items_in_batch clamped and
     scaled to one accumulation window); default mask.sum() (at least 1).
+    trace_mask: (B, T) 0/1, required by ``strace`` and refused by the others: the tokens whose log-ratio
+    enters the historical trace (e.g. `high_entropy_mask`).
 
     Returns the loss (not scaled for gradient accumulation) and per-token metrics, detached, each
     broadcastable to (B, T) and meant to be averaged over the mask (e.g. with `masked_mean`):
     clip_ratio/low, clip_ratio/high, clip_ratio/region, trace_weight (grpo_lambda: the row sum
-    Σ_c W[t,c] mask_c for the trace update, the factor e_t for the weight update), kl (beta > 0).
+    Σ_c W[t,c] mask_c for the trace update, the factor e_t for the weight update; ptrace and strace:
+    the historical weight h_t), kl (beta > 0).
     """
     _check_shapes(logps, old_logps, ref_logps, advantages, mask, params)
+    _check_trace_mask(trace_mask, logps, params)
     mask = mask.to(logps.dtype)
     if old_logps is None:
         old_logps = logps.detach()
@@ -136,7 +163,7 @@ def policy_loss(
         advantages = advantages.clamp(min=params.advantage_clamp)
 
     log_ratio = logps - old_logps
-    log_coef, extra_factor, trace_weight = _importance_weights(logps, log_ratio, mask, params)
+    log_coef, extra_factor, trace_weight = _importance_weights(logps, log_ratio, mask, params, trace_mask)
     coef_1 = torch.exp(log_coef)
     coef_2 = torch.clamp(coef_1, 1 - params.epsilon_low, 1 + params.epsilon_high)
     unclipped = coef_1 if params.delta is None else torch.clamp(coef_1, max=params.delta)
@@ -168,8 +195,12 @@ def policy_loss(
     return loss, metrics
 
 
-def _importance_weights(logps, log_ratio, mask, params):
+def _importance_weights(logps, log_ratio, mask, params, trace_mask):
     """(log coefficient, extra per-token factor or None, trace weight for logging or None)."""
+    if params.history_weighted:
+        in_trace = mask if trace_mask is None else mask * trace_mask.to(mask.dtype)
+        weight = history_weight(log_ratio, in_trace, params.lam, gamma=params.gamma)
+        return log_ratio, weight, weight
     if not params.traced:
         return log_ratio, None, None
     trace = dict(gamma=params.gamma, style=params.style, form=params.form, eps=params.eps, mask=mask)
@@ -181,6 +212,46 @@ def _importance_weights(logps, log_ratio, mask, params):
     # weight: gradient flows through the factor, as in the authors' code
     factor = _traced(1 + torch.sigmoid(logps - 1), params.lam, trace)
     return log_ratio, factor, factor
+
+
+def history_weight(log_ratio: torch.Tensor, in_trace: torch.Tensor, lam: float, *, gamma: float = 1.0) -> torch.Tensor:
+    """h_t = sg(exp(Σ_{k<t} κ^(t−k) m_k log ρ_k)), κ = γλ, m = in_trace: P-trace's historical weight.
+
+    The strictly-earlier sum is the GRPO-λ relative/recent trace (which includes k = t) minus the
+    token's own term. Computed in at least float32, without gradient, returned in log_ratio's dtype.
+    """
+    with torch.no_grad():
+        x = _at_least_float32(log_ratio) * in_trace.to(_wide(log_ratio.dtype))
+        log_weight = apply_trace(x, lam, gamma=gamma) - x
+        return torch.exp(log_weight).to(log_ratio.dtype)
+
+
+def high_entropy_mask(entropies: torch.Tensor, mask: torch.Tensor, quantile: float) -> torch.Tensor:
+    """1 where a token's entropy is at least the q-quantile of the batch's entropies (over the mask), else 0.
+
+    S-trace's choice of trace tokens: q = 0.8 keeps the top 20 %, q = 0 keeps every token. The same rule
+    as TRL's GRPOTrainer.get_high_entropy_mask on one process (the trainer uses TRL's, which pools all
+    processes).
+    """
+    if isinstance(quantile, bool) or not isinstance(quantile, (int, float)) or not 0.0 <= quantile <= 1.0:
+        raise ValueError(f"quantile must lie in [0, 1], got {quantile!r}")
+    if entropies.shape != mask.shape:
+        raise ValueError(f"mask must have the shape of entropies {tuple(entropies.shape)}, got {tuple(mask.shape)}")
+    valid = mask.bool()
+    entropies = _at_least_float32(entropies)  # the threshold in the dtype it is compared in
+    values = entropies[valid]
+    if values.numel() == 0:
+        return torch.zeros_like(valid)
+    return (entropies >= torch.quantile(values, quantile)) & valid
+
+
+def _wide(dtype: torch.dtype) -> torch.dtype:
+    """float32, or float64 when given: half-precision sums over hundreds of tokens lose too much."""
+    return torch.float64 if dtype == torch.float64 else torch.float32
+
+
+def _at_least_float32(x: torch.Tensor) -> torch.Tensor:
+    return x.to(_wide(x.dtype))
 
 
 def _traced(x: torch.Tensor, lam: float, trace: dict) -> torch.Tensor:
@@ -205,6 +276,16 @@ def _normalise(per_token_loss, mask, params, num_items):
     return masked_sum.sum() / num_items
 
 
+def _check_trace_mask(trace_mask, logps, params):
+    if params.objective == "strace" and trace_mask is None:
+        raise ValueError("trace_mask is required for objective 'strace' (e.g. high_entropy_mask(...))")
+    if params.objective != "strace" and trace_mask is not None:
+        raise ValueError(f"trace_mask applies to objective 'strace' only, not {params.objective!r}")
+    if trace_mask is not None and trace_mask.shape != logps.shape:
+        raise ValueError(f"trace_mask must have the shape of logps {tuple(logps.shape)}, "
+                         f"got {tuple(trace_mask.shape)}")
+
+
 def _check_shapes(logps, old_logps, ref_logps, advantages, mask, params):
     if not isinstance(params, ObjectiveParams):
         raise ValueError(f"params must be an ObjectiveParams, got {type(params).__name__}")
@@ -219,3 +300,119 @@ def _check_shapes(logps, old_logps, ref_logps, advantages, mask, params):
     if advantages.shape not in ((batch,), (batch, 1), (batch, length)):
         raise ValueError(f"advantages must have shape ({batch},), ({batch}, 1) or ({batch}, {length}), "
                          f"got {tuple(advantages.shape)}")
+
+
+# ---------------------------------------------------------------------------------------------------
+# OAR (arXiv 2601.07408, and its authors' released code): per-token advantage weights from how much
+# each reasoning token moves the final-answer distribution.
+
+
+def answer_log_distribution(logits: torch.Tensor, answer_mask: torch.Tensor) -> torch.Tensor:
+    """log softmax of the mean of the logits over a sequence's answer positions: (B, K, V) -> (B, V).
+
+    The authors' "answer_mean" reading of P_final. A row without answer positions gets the uniform
+    distribution (its scores are then 0).
+    """
+    logits = _at_least_float32(logits)
+    weights = answer_mask.to(logits.dtype).unsqueeze(-1)
+    mean_logits = (logits * weights).sum(1) / weights.sum(1).clamp(min=1.0)
+    return torch.log_softmax(mean_logits, dim=-1)
+
+
+def _kl(log_p: torch.Tensor, log_q: torch.Tensor) -> torch.Tensor:
+    """KL(p ‖ q) over the last dim."""
+    return (log_p.exp() * (log_p - log_q)).sum(-1)
+
+
+def oar_gradient_importance(forward, embeds: torch.Tensor, noise_mask: torch.Tensor, answer_mask: torch.Tensor,
+                            *, sigma: float = 1e-3, generator: torch.Generator | None = None) -> torch.Tensor:
+    """OAR-G: I_t = |Σ_h ∂J/∂e_{t,h} · e_{t,h}| on the positions of noise_mask (0 elsewhere), with
+
+        J = Σ_b KL(P_final(e) ‖ P_final(e + σ ξ ⊙ noise_mask)),   ξ ~ N(0, I),
+
+    P_final = `answer_log_distribution` of forward's logits. One forward without gradient and one with,
+    one backward to the embeddings (not to any parameter). J is 0 with its gradient at σ = 0: the noise
+    moves the point off the minimum so that the gradient carries the tokens' influence.
+
+    forward: embeddings (B, N, H) -> logits (B, K, V); embeds: (B, N, H); noise_mask: (B, N) the
+    reasoning tokens; answer_mask: (B, K) the logit positions that predict answer tokens.
+    """
+    if embeds.dim() != 3 or noise_mask.shape != embeds.shape[:2]:
+        raise ValueError(f"embeds must be (B, N, H) and noise_mask (B, N), got {tuple(embeds.shape)} and "
+                         f"{tuple(noise_mask.shape)}")
+    if not sigma > 0:
+        raise ValueError(f"sigma must be > 0, got {sigma!r}")
+    embeds = embeds.detach()
+    with torch.no_grad():
+        clean = answer_log_distribution(forward(embeds), answer_mask)
+    noise = torch.randn(embeds.shape, generator=generator, dtype=embeds.dtype, device=embeds.device)
+    noisy = (embeds + sigma * noise * noise_mask.unsqueeze(-1).to(embeds.dtype)).requires_grad_()
+    with torch.enable_grad():
+        divergence = _kl(clean, answer_log_distribution(forward(noisy), answer_mask)).sum()
+        (gradient,) = torch.autograd.grad(divergence, noisy)
+    saliency = (_at_least_float32(gradient) * _at_least_float32(embeds)).sum(-1).abs()
+    return saliency * noise_mask.to(saliency.dtype)
+
+
+def oar_perturbation_importance(forward, input_ids: torch.Tensor, attention_mask: torch.Tensor,
+                                reasoning_mask: torch.Tensor, answer_mask: torch.Tensor, *, pad_id: int,
+                                batch_size: int = 16) -> torch.Tensor:
+    """OAR-P: I_t = KL(P_final ‖ P_final with token t replaced by pad_id) for each reasoning token t.
+
+    One forward per reasoning token (batched by batch_size), so meant for short completions.
+    forward: (input_ids (n, N), attention_mask (n, N)) -> logits (n, K, V); reasoning_mask: (B, N);
+    answer_mask: (B, K) as in `oar_gradient_importance`. Returns (B, N), 0 off the reasoning tokens.
+    """
+    if reasoning_mask.shape != input_ids.shape or attention_mask.shape != input_ids.shape:
+        raise ValueError(f"attention_mask and reasoning_mask must have the shape of input_ids "
+                         f"{tuple(input_ids.shape)}")
+    if not isinstance(batch_size, int) or batch_size < 1:
+        raise ValueError(f"batch_size must be a positive int, got {batch_size!r}")
+    with torch.no_grad():
+        clean = answer_log_distribution(forward(input_ids, attention_mask), answer_mask)
+        importance = torch.zeros(input_ids.shape, dtype=clean.dtype, device=input_ids.device)
+        positions = reasoning_mask.bool().nonzero()
+        for chunk in positions.split(batch_size) if len(positions) else ():
+            rows, positions = chunk.unbind(1)
+            perturbed = input_ids[rows].clone()
+            perturbed[torch.arange(len(rows), device=perturbed.device), positions] = pad_id
+            log_q = answer_log_distribution(forward(perturbed, attention_mask[rows]), answer_mask[rows])
+            importance[rows, positions] = _kl(clean[rows], log_q)
+    return importance
+
+
+def oar_weights(importance: torch.Tensor, reasoning_mask: torch.Tensor, *, quantile: float = 0.5,
+                boost: float = 1.0, floor: float = 0.1) -> torch.Tensor:
+    """OAR's bi-level reshaping, per sequence over its R reasoning tokens (weight 1 elsewhere):
+
+        n_t = minmax(log1p(I_t))            (0 for all when the scores are all equal)
+        τ   = quantile(n, q)
+        w_t = max(n_t / τ, floor)            if n_t < τ   (noise suppression)
+            = 1 + β (n_t − τ) / (1 − τ)      otherwise     (signal boosting; 1 when τ = 1)
+        w_t ← w_t · R / Σ_s w_s              (Σ_t w_t = R: the sequence's advantage mass is kept)
+
+    The weights are a non-decreasing function of I_t within a sequence.
+    importance, reasoning_mask: (B, T). Returns float (B, T) weights.
+    """
+    if importance.shape != reasoning_mask.shape:
+        raise ValueError(f"reasoning_mask must have the shape of importance {tuple(importance.shape)}, "
+                         f"got {tuple(reasoning_mask.shape)}")
+    for name, value, low, high in (("quantile", quantile, 0.0, 1.0), ("boost", boost, 0.0, math.inf),
+                                   ("floor", floor, 0.0, 1.0)):
+        if isinstance(value, bool) or not isinstance(value, (int, float)) or not low <= value <= high:
+            raise ValueError(f"{name} must lie in [{low}, {high}], got {value!r}")
+    reasoning = reasoning_mask.bool()
+    score = torch.log1p(_at_least_float32(importance).clamp(min=0.0))
+    low = score.masked_fill(~reasoning, math.inf).amin(-1, keepdim=True)
+    high = score.masked_fill(~reasoning, -math.inf).amax(-1, keepdim=True)
+    spread = high - low
+    normalised = torch.where(spread > 0, (score - low) / spread.clamp(min=1e-30), torch.zeros_like(score))
+    tau = torch.nanquantile(normalised.masked_fill(~reasoning, math.nan), quantile, dim=-1, keepdim=True)
+    suppressed = (normalised / tau.clamp(min=1e-30)).clamp(min=floor)
+    boosted = 1.0 + boost * torch.where(tau < 1.0, (normalised - tau) / (1.0 - tau).clamp(min=1e-30),
+                                        torch.zeros_like(normalised))
+    weights = torch.where(normalised < tau, suppressed, boosted)
+    weights = torch.where(reasoning, weights, torch.zeros_like(weights))
+    count = reasoning.sum(-1, keepdim=True).to(score.dtype)
+    weights = weights * count / weights.sum(-1, keepdim=True).clamp(min=1e-30)
+    return torch.where(reasoning, weights, torch.ones_like(weights))

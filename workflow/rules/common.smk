@@ -1,7 +1,9 @@
 # Helpers shared by the rules: config validation, the grid of cells, paths and per-cell settings.
 import json
+import os
 from pathlib import Path
 
+from grpo_lambda import aggregate, figures
 from grpo_lambda import config as study
 
 # Validated (and completed with the schema's defaults) before any job is planned: a bad key or value
@@ -94,3 +96,17 @@ def train_logs():
 
 def final_targets():
     return rules.aggregate.output + rules.figures.output
+
+
+# The files the report shows. Snakemake's parser reads a line that starts with `report(` as the
+# report directive, hence the alias.
+snakemake_report = report
+TABLES = aggregate.table_names(config)
+FIGURES = [name.rsplit(".", 1)[0] for name in figures.output_files(config) if name.endswith(".png")]
+
+
+def reported(folder, names, ext, caption, category):
+    return [
+        snakemake_report(f"{RESULTS}/{folder}/{name}.{ext}", caption=caption, category=category, labels={"name": name})
+        for name in names
+    ]

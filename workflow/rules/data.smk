@@ -3,6 +3,8 @@ rule build_tiny:
         directory(f"{RESULTS}/models/{{model}}"),
     params:
         settings=lambda w: settings("build_tiny", model=w.model),
+    conda:
+        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/build_tiny/{{model}}.log",
     benchmark:
@@ -19,6 +21,8 @@ rule prepare_dataset:
         f"{RESULTS}/data/{{dataset}}.jsonl",
     params:
         settings=lambda w: settings("prepare", dataset=w.dataset),
+    conda:
+        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/prepare/{{dataset}}.log",
     benchmark:
@@ -35,6 +39,8 @@ rule prepare_benchmark:
         f"{RESULTS}/bench/{{benchmark}}.jsonl",
     params:
         settings=lambda w: settings("prepare", benchmark=w.benchmark),
+    conda:
+        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/prepare_benchmark/{{benchmark}}.log",
     benchmark:

@@ -1,21 +1,5 @@
 # Tables and figures from the evaluation files; `snakemake --report results/report.html` collects them
 # (CSV tables and PNG figures, each with its caption; Markdown, LaTeX and PDF copies sit beside them).
-from grpo_lambda import aggregate, figures
-
-snakemake_report = report
-
-TABLES = aggregate.table_names(config)
-FIGURES = [name.rsplit(".", 1)[0] for name in figures.output_files(config) if name.endswith(".png")]
-
-
-def reported(folder, names, ext, caption, category):
-    """Files for the report, one per name; Snakemake's parser takes a line starting with report( as a directive."""
-    return [
-        snakemake_report(f"{RESULTS}/{folder}/{name}.{ext}", caption=caption, category=category, labels={"name": name})
-        for name in names
-    ]
-
-
 rule aggregate:
     input:
         rl=rl_eval_files("jsonl"),
@@ -27,6 +11,10 @@ rule aggregate:
         expand(f"{RESULTS}/tables/{{name}}.{{ext}}", name=TABLES, ext=["md", "tex"]),
     params:
         settings=lambda w: json.dumps(config, sort_keys=True),
+        out=lambda w, output: os.path.dirname(output[0]),
+        results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+    conda:
+        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/aggregate.log",
     benchmark:
@@ -35,7 +23,7 @@ rule aggregate:
         mem_mb=8000,
         runtime=60,
     shell:
-        "grpo-lambda aggregate --settings {params.settings:q} --results {RESULTS} --out {RESULTS}/tables > {log} 2>&1"
+        "grpo-lambda aggregate --settings {params.settings:q} --results {params.results} --out {params.out} > {log} 2>&1"
 
 
 rule figures:
@@ -48,6 +36,10 @@ rule figures:
         expand(f"{RESULTS}/figures/{{name}}.pdf", name=FIGURES),
     params:
         settings=lambda w: json.dumps(config, sort_keys=True),
+        out=lambda w, output: os.path.dirname(output[0]),
+        results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
+    conda:
+        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/figures.log",
     benchmark:
@@ -56,4 +48,4 @@ rule figures:
         mem_mb=8000,
         runtime=60,
     shell:
-        "grpo-lambda figures --settings {params.settings:q} --results {RESULTS} --out {RESULTS}/figures > {log} 2>&1"
+        "grpo-lambda figures --settings {params.settings:q} --results {params.results} --out {params.out} > {log} 2>&1"
