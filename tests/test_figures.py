@@ -93,6 +93,16 @@ def test_figure4_shows_grpo_and_the_best_grpo_lambda(tree):
     figures.plt.close(fig)
 
 
+def test_reward_curves_compare_every_variant_of_the_model(tree):
+    root, config = tree
+    options = aggregate.report_options(config)
+    fig = figures.reward_curves_figure(config, aggregate.collect_train_logs(root, config), options)
+    labels = {line.get_label() for line in fig.axes[0].get_lines()}
+    model = next(iter(config["models"]))
+    assert labels == {aggregate.variant_label(config, v) for v in figures.model_variants(config, model)} - {"SFT"}
+    figures.plt.close(fig)
+
+
 def test_final_reward_averages_the_last_window_of_steps(tree):
     root, config = tree
     logs = aggregate.collect_train_logs(root, config)

@@ -786,6 +786,9 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
         elif pd.api.types.is_bool_dtype(values) or values.map(lambda v: isinstance(v, (bool, np.bool_))).any():
             out[column] = values.map(lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v))
                                      else ("yes" if v else "no"))
+        elif pd.api.types.is_float_dtype(values) and column in ("seed", "n", "step"):
+            # Whole numbers that a missing value (the SFT row's seed) turned into floats.
+            out[column] = values.map(lambda v: "–" if pd.isna(v) else str(int(v)))
         elif pd.api.types.is_float_dtype(values):
             digits = 1 if "length" in column else 3
             out[column] = values.map(lambda v: "–" if pd.isna(v) else f"{v:.{digits}f}")

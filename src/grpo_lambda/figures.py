@@ -252,6 +252,13 @@ def kl_figure(config: dict, logs: pd.DataFrame, options: dict):
     return _curves(config, logs, "kl", pick, "KL to reference", options)
 
 
+def reward_curves_figure(config: dict, logs: pd.DataFrame, options: dict):
+    """Training reward of every variant (the comparison of all methods), with the seed spread."""
+    def pick(model, dataset):
+        return model_variants(config, model)
+    return _curves(config, logs, "reward", pick, "train reward", options)
+
+
 def eval_length_figure(config: dict, summary: pd.DataFrame):
     final = summary[summary["step"] == aggregate.FINAL]
     models = list(config["models"])
@@ -315,7 +322,8 @@ def checkpoints_figure(config: dict, table: pd.DataFrame, model: str):
 
 def figure_names(config: dict) -> list[str]:
     """The figures ``main`` writes (without extension), in order."""
-    return ["figure1", "figure3", "figure4", "kl", "eval_length"] + [f"checkpoints_{m}" for m in config["models"]]
+    return (["figure1", "figure3", "figure4", "reward_curves", "kl", "eval_length"]
+            + [f"checkpoints_{m}" for m in config["models"]])
 
 
 def output_files(config: dict) -> list[str]:
@@ -353,6 +361,7 @@ def main(config: dict, results_dir: str | os.PathLike, out_dir: str | os.PathLik
         "figure1": lambda: figure1(config, aggregate.table1(cells, config, options), options),
         "figure3": lambda: figure3(config, logs, options),
         "figure4": lambda: figure4(config, logs, options),
+        "reward_curves": lambda: reward_curves_figure(config, logs, options),
         "kl": lambda: kl_figure(config, logs, options),
         "eval_length": lambda: eval_length_figure(config, summary),
     }

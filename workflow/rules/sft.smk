@@ -14,7 +14,7 @@ rule sft:
         f"{RESULTS}/logs/sft/{{model}}/{{dataset}}.log",
     benchmark:
         f"{RESULTS}/logs/sft/{{model}}/{{dataset}}.benchmark.tsv"
-    threads: 1
+    threads: 2
     resources:
         mem_mb=8000,
         runtime=120,
