@@ -77,7 +77,7 @@ def test_the_report_holds_the_tables_and_figures(run):
 def test_one_cell_is_rebuilt_alone(run):
     target = "results/tiny/arith/grpo/seed0/eval/final/arith-2.json"
     (run / target).unlink()
-    plan = snakemake(run, "-n", "--quiet", "rules", target).stdout
+    plan = snakemake(run, target, "-n", "--quiet", "rules").stdout
     jobs = {line.split()[0]: int(line.split()[1]) for line in plan.splitlines()
             if len(line.split()) == 2 and line.split()[1].isdigit()}
     assert jobs == {"evaluate": 1, "total": 1}
