@@ -14,8 +14,9 @@ from grpo_lambda import files
 pytestmark = pytest.mark.slow
 
 
-def snakemake(workdir, *args, check=True):
-    result = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
+def snakemake(workdir, *args, targets=(), check=True):
+    # Targets first: --configfile and --quiet take several values and would swallow them.
+    result = subprocess.run([sys.executable, "-m", "snakemake", *targets, "--snakefile", str(ROOT / "Snakefile"),
                              "--directory", str(workdir), "--configfile", str(E2E_CONFIG), *args],
                             capture_output=True, text=True, timeout=1800)
     if check:
@@ -77,9 +78,9 @@ def test_the_report_holds_the_tables_and_figures(run):
 def test_one_cell_is_rebuilt_alone(run):
     target = "results/tiny/arith/grpo/seed0/eval/final/arith-2.json"
     (run / target).unlink()
-    plan = snakemake(run, target, "-n", "--quiet", "rules").stdout
+    plan = snakemake(run, "-n", "--quiet", "rules", targets=[target]).stdout
     jobs = {line.split()[0]: int(line.split()[1]) for line in plan.splitlines()
             if len(line.split()) == 2 and line.split()[1].isdigit()}
     assert jobs == {"evaluate": 1, "total": 1}
-    snakemake(run, "--cores", "1", target)
+    snakemake(run, "--cores", "1", targets=[target])
     assert json.loads((run / target).read_text())["benchmark"] == "arith-2"
