@@ -10,10 +10,13 @@ PYTHON=${PYTHON:-python3}
 stamp=.venv/.grpo-lambda-installed
 wanted=$(cat envs/constraints-cpu.txt envs/requirements-cpu.txt pyproject.toml | sha1sum | cut -c1-40)
 if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
-  .venv/bin/python -m pip install -q --upgrade pip
-  # torch first and alone, so that nothing else can pick a CUDA build of it.
-  .venv/bin/python -m pip install -q -c envs/constraints-cpu.txt torch
-  .venv/bin/python -m pip install -q -c envs/constraints-cpu.txt -r envs/requirements-cpu.txt -e .
+  echo "installing the environment into .venv (log: .venv/install.log)"
+  {
+    .venv/bin/python -m pip install -q --upgrade pip &&
+    # torch first and alone, so that nothing else can pick a CUDA build of it.
+    .venv/bin/python -m pip install -q -c envs/constraints-cpu.txt torch &&
+    .venv/bin/python -m pip install -q -c envs/constraints-cpu.txt -r envs/requirements-cpu.txt -e .
+  } > .venv/install.log 2>&1 || { tail -50 .venv/install.log; echo "setup failed: see .venv/install.log"; exit 1; }
   echo "$wanted" > "$stamp"
 fi
 export PATH="$PWD/.venv/bin:$PATH"

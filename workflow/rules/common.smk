@@ -10,7 +10,7 @@ from grpo_lambda import config as study
 # stops here with a message that names it.
 config.update(study.validate(config, source="config"))
 
-RESULTS = "results"
+RESULTS = config["results"]
 REPOSITORY = Path(workflow.main_snakefile).parent
 MODELS = list(config["models"])
 DATASETS = list(config["datasets"])
