@@ -31,10 +31,10 @@ import time
 import torch
 import yaml
 from datasets import Dataset
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast, PrinterCallback
+from transformers import PrinterCallback
 from trl import GRPOConfig, GRPOTrainer
 
+from grpo_lambda import tiny
 from grpo_lambda.objectives import ObjectiveParams, high_entropy_mask, policy_loss
 from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer, variant_config_kwargs
 
@@ -56,20 +56,10 @@ VARIANTS = {
     "oar_p": {"objective": "grpo", "oar_method": "perturbation"},
     "grpo-lambda-clip-higher": {"objective": "grpo_lambda", "lam": 0.99, "epsilon_high": 0.28},
 }
-CHARACTERS = list("0123456789+-*/=() abcdefghijklmnopqrstuvwxyz")
-
-
 def build_model_and_tokenizer():
-    vocab = {token: i for i, token in enumerate(["<pad>", "<eos>", "<unk>", *CHARACTERS])}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    core.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=128, num_hidden_layers=4, num_attention_heads=4,
-                         intermediate_size=512, max_position_embeddings=1024, tie_word_embeddings=True,
-                         pad_token_id=0, eos_token_id=1, bos_token_id=None)
-    torch.manual_seed(0)
-    return LlamaForCausalLM(config), tokenizer
+    """The embedded default's tiny model (hidden 128, 4 layers), randomly initialised."""
+    tokenizer = tiny.build_tokenizer()
+    return tiny.build_model(tokenizer, seed=0, max_position_embeddings=1024), tokenizer
 
 
 def make_trainer(name, variant, model, tokenizer, base, dataset):
@@ -94,9 +84,9 @@ def make_inputs(batch, prompt_length, completion_length, vocab_size):
     lengths = torch.randint(completion_length // 4, completion_length + 1, (batch,), generator=generator)
     completion_mask[torch.arange(completion_length) >= lengths.unsqueeze(1)] = 0
     return {
-        "prompt_ids": torch.randint(3, vocab_size, (batch, prompt_length), generator=generator),
+        "prompt_ids": torch.randint(len(tiny.SPECIAL_TOKENS), vocab_size, (batch, prompt_length), generator=generator),
         "prompt_mask": torch.ones(batch, prompt_length, dtype=torch.long),
-        "completion_ids": torch.randint(3, vocab_size, (batch, completion_length), generator=generator),
+        "completion_ids": torch.randint(len(tiny.SPECIAL_TOKENS), vocab_size, (batch, completion_length), generator=generator),
         "completion_mask": completion_mask,
         "advantages": torch.randn(batch, generator=generator),
         "num_items_in_batch": completion_mask.sum(),

@@ -6,31 +6,23 @@ import pytest
 import torch
 import yaml
 from datasets import Dataset
-from tokenizers import Regex, Tokenizer, decoders, models, pre_tokenizers
-from transformers import LlamaConfig, LlamaForCausalLM, PreTrainedTokenizerFast
+from transformers import AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
+from grpo_lambda import tiny
 from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer, variant_config_kwargs
 
-CHARACTERS = list("0123456789+-*= abcdefghij")
+# Token ids of ordinary characters (the special tokens come first in the tiny vocabulary).
+FIRST_CHARACTER, VOCABULARY = len(tiny.SPECIAL_TOKENS), len(tiny.SPECIAL_TOKENS) + len(tiny.CHARACTERS)
 BATCH, PROMPT, COMPLETION = 4, 5, 8
 
 
 @pytest.fixture(scope="module")
 def model_dir(tmp_path_factory):
-    """A tiny Llama (hidden 32, 2 layers) and a character tokenizer, saved so TRL can load a reference copy."""
-    vocab = {token: i for i, token in enumerate(["<pad>", "<eos>", "<unk>", *CHARACTERS])}
-    core = Tokenizer(models.WordLevel(vocab=vocab, unk_token="<unk>"))
-    core.pre_tokenizer = pre_tokenizers.Split(Regex("."), behavior="isolated")
-    core.decoder = decoders.Fuse()
-    tokenizer = PreTrainedTokenizerFast(tokenizer_object=core, pad_token="<pad>", eos_token="<eos>", unk_token="<unk>")
-    config = LlamaConfig(vocab_size=len(vocab), hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
-                         intermediate_size=64, max_position_embeddings=64, pad_token_id=0, eos_token_id=1,
-                         bos_token_id=None)
-    torch.manual_seed(0)
-    path = tmp_path_factory.mktemp("tiny")
-    LlamaForCausalLM(config).save_pretrained(path)
-    tokenizer.save_pretrained(path)
+    """A tiny Llama (hidden 32, 2 layers) and its character tokenizer, saved so TRL can load a reference copy."""
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    tiny.build(str(path), seed=0, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+               max_position_embeddings=64)
     return str(path)
 
 
@@ -43,7 +35,7 @@ def make_trainer(model_dir, trainer_class, config_class, tmp_path, **config):
                         per_device_train_batch_size=BATCH, num_generations=BATCH, max_completion_length=COMPLETION,
                         **config)
     dataset = Dataset.from_dict({"prompt": ["1+2=", "3*4=", "5-6=", "7+8="]})
-    tokenizer = PreTrainedTokenizerFast.from_pretrained(model_dir)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
     return trainer_class(model=model_dir, reward_funcs=length_reward, args=args, train_dataset=dataset,
                          processing_class=tokenizer)
 
@@ -51,10 +43,10 @@ def make_trainer(model_dir, trainer_class, config_class, tmp_path, **config):
 def make_inputs(trainer, *, off_policy, with_ref, seed=0):
     """A batch shaped like the output of GRPOTrainer._generate_and_score_completions."""
     generator = torch.Generator().manual_seed(seed)
-    prompt_ids = torch.randint(3, 3 + len(CHARACTERS), (BATCH, PROMPT), generator=generator)
+    prompt_ids = torch.randint(FIRST_CHARACTER, VOCABULARY, (BATCH, PROMPT), generator=generator)
     prompt_mask = torch.ones(BATCH, PROMPT, dtype=torch.long)
     prompt_mask[1, :2] = 0  # left padding
-    completion_ids = torch.randint(3, 3 + len(CHARACTERS), (BATCH, COMPLETION), generator=generator)
+    completion_ids = torch.randint(FIRST_CHARACTER, VOCABULARY, (BATCH, COMPLETION), generator=generator)
     completion_mask = torch.ones(BATCH, COMPLETION, dtype=torch.long)
     completion_mask[1, 5:] = 0
     completion_mask[2, 2:] = 0
