@@ -87,3 +87,16 @@ def test_the_default_plan_has_every_stage(tmp_path):
     assert counts["evaluate_sft"] == 1
     assert suites == 5
     assert counts["aggregate"] == 1
+
+
+def test_the_comparison_grid_changes_only_the_variants_and_the_steps_per_generation():
+    """compare.yaml must differ from the default in the methods alone, or its table compares more than methods."""
+    default = study.load(ROOT / "config" / "config.yaml")
+    compare = study.load(ROOT / "config" / "compare.yaml")
+    for block in ("models", "datasets", "benchmarks", "sft", "seeds", "evaluation"):
+        assert compare[block] == default[block], block
+    assert {k: v for k, v in compare["rl"].items() if k != "trl"} == {k: v for k, v in default["rl"].items() if k != "trl"}
+    assert compare["results"] != default["results"]
+    assert set(default["variants"]) & set(compare["variants"]) <= {"grpo", "recent-trace-0.99"}
+    for name in set(default["variants"]) & set(compare["variants"]):
+        assert compare["variants"][name] == default["variants"][name], name
