@@ -68,10 +68,9 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
         sampled = _graded_samples(rows, completions, "sampled", options["grader_timeout"])
     summaries, start = {}, 0
     for name, bench_rows in benchmarks.items():
-        ids = {row["id"] for row in bench_rows}
-        own_greedy = greedy[start:start + len(bench_rows)]
-        own_sampled = [s for s in sampled if s["id"] in ids]
-        start += len(bench_rows)
+        end = start + len(bench_rows)
+        own_greedy, own_sampled = greedy[start:end], sampled[start * k:end * k]  # samples follow row order
+        start = end
         summary = {"model": settings["model"]["name"], "dataset": settings["dataset"],
                    "variant": settings["variant"], "seed": seed, "step": step, "benchmark": name,
                    **_summary(own_greedy, own_sampled, k), "checkpoint": model_path,

@@ -41,7 +41,7 @@ def _generate_hf(model_path, prompts, *, n, greedy, temperature, top_p, max_new_
 
     tokenizer = load_tokenizer(model_path, padding_side="left")
     model = load_model(model_path).to(device())
-    sampling = {} if greedy else {"do_sample": True, "temperature": temperature, "top_p": top_p}
+    sampling = {} if greedy else {"temperature": temperature, "top_p": top_p}
     torch.manual_seed(seed)
     # Prompts of similar length batch together with little padding.
     order = sorted(range(len(prompts)), key=lambda i: len(prompts[i]))
@@ -53,8 +53,7 @@ def _generate_hf(model_path, prompts, *, n, greedy, temperature, top_p, max_new_
                             add_special_tokens=False).to(model.device)
         with torch.inference_mode():
             output = model.generate(**encoded, max_new_tokens=max_new_tokens, num_return_sequences=n,
-                                    do_sample=not greedy, pad_token_id=tokenizer.pad_token_id,
-                                    **({} if greedy else sampling))
+                                    do_sample=not greedy, pad_token_id=tokenizer.pad_token_id, **sampling)
         new_tokens = output[:, encoded["input_ids"].shape[1]:]
         for row, tokens in enumerate(new_tokens):
             prompt_index = batch[row // n]
