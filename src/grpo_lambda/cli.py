@@ -76,22 +76,27 @@ def cmd_evaluate(args) -> None:
                  seed=args.seed, step=args.step)
 
 
-def cmd_aggregate(args) -> None:
-    from grpo_lambda import aggregate
+def _study(args, stage: str) -> dict:
+    """The whole config, for the stages that read every cell (aggregate, figures)."""
+    if args.settings:
+        return json.loads(args.settings)
+    if not args.config:
+        raise SystemExit(f"grpo-lambda {stage}: give --settings JSON or --config FILE")
     from grpo_lambda import config as config_module
 
-    written = aggregate.main(config_module.load(args.config) if args.config else json.loads(args.settings),
-                             args.results, args.out)
-    print("\n".join(written))
+    return config_module.load(args.config)
+
+
+def cmd_aggregate(args) -> None:
+    from grpo_lambda import aggregate
+
+    print("\n".join(aggregate.main(_study(args, "aggregate"), args.results, args.out)))
 
 
 def cmd_figures(args) -> None:
-    from grpo_lambda import config as config_module
     from grpo_lambda import figures
 
-    written = figures.main(config_module.load(args.config) if args.config else json.loads(args.settings),
-                           args.results, args.out)
-    print("\n".join(written))
+    print("\n".join(figures.main(_study(args, "figures"), args.results, args.out)))
 
 
 def parser() -> argparse.ArgumentParser:
