@@ -16,6 +16,11 @@ this pipeline's choice. Each seed is smoothed on its own; the line is the mean o
 band spans the seeds (min to max). Every variant keeps one colour in every figure
 (:func:`variant_colour`). A figure whose data do not exist yet is still written, with a note
 saying so, so that a partial run has a complete report.
+
+Beside each figure, ``{name}.json`` holds what it draws, read back from its artists
+(:func:`figure_data`): per panel the title, axis labels, notes, and each labelled curve, bar series
+and point set with its values. It is a by-product for checks and reuse, not one of the rule's
+declared outputs.
 """
 
 from __future__ import annotations
@@ -26,13 +31,16 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from grpo_lambda import aggregate  # noqa: E402
 from grpo_lambda.config import model_datasets, model_variants  # noqa: E402
-from grpo_lambda.files import atomic_path  # noqa: E402
+from grpo_lambda.files import atomic_path, write_json  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
+from matplotlib.container import BarContainer  # noqa: E402
 
 FORMATS = ("png", "pdf")
 MAX_CURVE_POINTS = 500  # per drawn curve; smoothed curves lose nothing visible
@@ -331,8 +339,45 @@ def output_files(config: dict) -> list[str]:
     return [f"{name}.{ext}" for name in figure_names(config) for ext in FORMATS]
 
 
+def _numbers(values) -> list:
+    """Floats for JSON (NaN and infinities as None)."""
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=float).ravel()]
+
+
+def figure_data(fig) -> dict:
+    """What ``fig`` draws, from its artists: per panel its text and its labelled series' values.
+
+    Lines (``kind`` "line": x, y), bar series ("bar": bar centres x, heights y) and scatter points
+    ("points": x, y); unlabelled lines (error bars, helpers) are left out.
+    """
+    panels = []
+    for ax in fig.axes:
+        series = []
+        for line in ax.get_lines():
+            if not line.get_label().startswith("_"):
+                x, y = line.get_data()
+                series.append({"kind": "line", "label": line.get_label(), "colour": mcolors.to_hex(line.get_color()),
+                               "x": _numbers(x), "y": _numbers(y)})
+        for container in ax.containers:
+            if isinstance(container, BarContainer):
+                bars = list(container)
+                series.append({"kind": "bar", "label": container.get_label(),
+                               "colour": mcolors.to_hex(bars[0].get_facecolor()) if bars else None,
+                               "x": _numbers([b.get_x() + b.get_width() / 2 for b in bars]),
+                               "y": _numbers([b.get_height() for b in bars])})
+        for collection in ax.collections:
+            if isinstance(collection, PathCollection):
+                offsets = np.asarray(collection.get_offsets(), dtype=float).reshape(-1, 2)
+                series.append({"kind": "points", "x": _numbers(offsets[:, 0]), "y": _numbers(offsets[:, 1])})
+        panels.append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+                       "xticklabels": [t.get_text() for t in ax.get_xticklabels()],
+                       "notes": [t.get_text() for t in ax.texts], "series": series})
+    return {"suptitle": fig._suptitle.get_text() if fig._suptitle else "", "panels": panels}
+
+
 def save(fig, out_dir: str | os.PathLike, name: str) -> list[str]:
-    """Write ``name``.png and .pdf atomically (temporary name, then rename); close the figure."""
+    """Write ``name``.png and .pdf atomically (temporary name, then rename), and ``name``.json with
+    :func:`figure_data`; close the figure. Returns the image paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -344,6 +389,7 @@ def save(fig, out_dir: str | os.PathLike, name: str) -> list[str]:
         with atomic_path(path) as tmp:
             fig.savefig(tmp, format=ext, dpi=150, metadata=metadata)
         paths.append(str(path))
+    write_json(out_dir / f"{name}.json", figure_data(fig))
     plt.close(fig)
     return paths
 
