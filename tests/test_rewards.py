@@ -277,7 +277,7 @@ def test_adversarial_answers_are_wrong_within_the_limit_in_a_thread(name):
     thread.join(30)
     assert not thread.is_alive(), "grading hung"
     assert outcome["correct"] is False
-    assert outcome["seconds"] < HANG_GUARD  # the limit cut it (bench_grader.py --adversarial times it)
+    assert outcome["seconds"] < HANG_GUARD  # the limit cut it (bench_grader.py --limits times it)
 
 
 def test_slow_comparison_is_cut_in_the_main_thread_and_the_grader_recovers():
@@ -286,7 +286,8 @@ def test_slow_comparison_is_cut_in_the_main_thread_and_the_grader_recovers():
     assert grade(boxed("7^{7^{7^{7}}}"), "5", timeout=0.3) is False
     assert time.perf_counter() - start < HANG_GUARD  # uncut, sympy would not finish
     # A replacement worker takes over: math-verify still works afterwards.
-    assert grade(boxed(r"3\sqrt{2}"), r"\sqrt{18}") is True
+    # (a generous limit: the new worker's first comparison imports sympy, slow on a busy machine)
+    assert grade(boxed(r"3\sqrt{2}"), r"\sqrt{18}", timeout=30) is True
 
 
 def test_unclosed_and_huge_completions():
