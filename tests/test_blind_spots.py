@@ -224,3 +224,38 @@ def _empty_samples():
 
     return pd.DataFrame({column: [] for column in ("mode", "benchmark", "id", "model", "dataset", "variant",
                                                    "step", "seed", "correct")})
+
+
+# --- TRL parity of the off-policy mask and of the per-process DAPO normaliser ----------------------
+
+
+def test_off_policy_mask_drops_the_sequences_trl_drops(model_dir, tmp_path):
+    from test_trainer import assert_same, loss_grads_metrics
+
+    config = {"loss_type": "dapo", "off_policy_mask_threshold": 0.1}
+    theirs = make_trainer(model_dir, GRPOTrainer, GRPOConfig, tmp_path / "trl", **config)
+    ours = make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path / "ours", objective="grpo_lambda",
+                        trace_lambda=0.0, advantage_clamp=None, **config)
+    inputs = make_inputs(theirs, off_policy=True, with_ref=False)
+    inputs["old_per_token_logps"][1] += 0.5  # a negative advantage far off-policy: the mask drops it
+    trl_result = loss_grads_metrics(theirs, inputs, 1)
+    assert_same(loss_grads_metrics(ours, inputs, 1), trl_result)
+    unmasked = make_trainer(model_dir, GRPOTrainer, GRPOConfig, tmp_path / "plain", loss_type="dapo")
+    assert abs(loss_grads_metrics(unmasked, inputs, 1)[0].item() - trl_result[0].item()) > 1e-5
+
+
+def test_dapo_normaliser_per_process_equals_trl(model_dir, tmp_path, monkeypatch):
+    """The token count spans every process: each divides it by their number, as TRL does."""
+    from test_trainer import assert_same, loss_grads_metrics
+
+    config = {"loss_type": "dapo", "gradient_accumulation_steps": 2}
+    theirs = make_trainer(model_dir, GRPOTrainer, GRPOConfig, tmp_path / "trl", **config)
+    ours = make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path / "ours", objective="grpo_lambda",
+                        trace_lambda=0.0, advantage_clamp=None, **config)
+    inputs = make_inputs(theirs, off_policy=True, with_ref=False)
+    inputs["num_items_in_batch"] = inputs["completion_mask"].sum() * 4  # four processes' worth of tokens
+    single = loss_grads_metrics(theirs, inputs, 2)[0]
+    monkeypatch.setattr(type(theirs.accelerator), "num_processes", property(lambda self: 4))
+    trl_result = loss_grads_metrics(theirs, inputs, 2)
+    assert_same(loss_grads_metrics(ours, inputs, 2), trl_result)
+    torch.testing.assert_close(trl_result[0], single * 4)
