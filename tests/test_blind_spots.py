@@ -259,3 +259,64 @@ def test_dapo_normaliser_per_process_equals_trl(model_dir, tmp_path, monkeypatch
     trl_result = loss_grads_metrics(theirs, inputs, 2)
     assert_same(loss_grads_metrics(ours, inputs, 2), trl_result)
     torch.testing.assert_close(trl_result[0], single * 4)
+
+
+# --- the pure maths: what the module's own tests left open -----------------------------------------
+
+
+def test_window_width_is_exact_where_logarithms_round():
+    """D = #{d ≥ 1 : κ^d > ε} (capped at T), also where ε is a power of κ and log ε / log κ rounds."""
+    from grpo_lambda.traces import _window_width
+
+    checked = 0
+    for kappa in (0.1, 0.3, 0.5, 0.7, 0.9, 0.99, 0.999):
+        for n in range(1, 60):
+            for eps in (kappa**n, kappa**n * (1 + 1e-12), kappa**n * (1 - 1e-12)):
+                if not 0.0 < eps < 1.0:
+                    continue
+                T = 200
+                assert _window_width(kappa, eps, T) == sum(kappa**d > eps for d in range(1, T + 1)), (kappa, n, eps)
+                checked += 1
+    assert checked > 1000
+
+
+def test_history_weight_decays_with_gamma_times_lambda():
+    """P-trace's h_t uses κ = γλ: γ = 0.5, λ = 0.9 is λ = 0.45 alone, and the default γ is 1."""
+    from grpo_lambda.objectives import history_weight
+
+    generator = torch.Generator().manual_seed(3)
+    log_ratio = 0.3 * torch.randn(3, 12, generator=generator)
+    mask = torch.ones(3, 12)
+    mask[1, 7:] = 0
+    torch.testing.assert_close(history_weight(log_ratio, mask, 0.9, gamma=0.5), history_weight(log_ratio, mask, 0.45))
+    assert torch.equal(history_weight(log_ratio, mask, 0.9), history_weight(log_ratio, mask, 0.9, gamma=1.0))
+    assert not torch.allclose(history_weight(log_ratio, mask, 0.9, gamma=0.5), history_weight(log_ratio, mask, 0.9))
+    advantages = torch.tensor([1.0, -0.5, 0.7])
+    old = log_ratio.detach() * 0  # logps = log_ratio, old log-probs 0
+
+    def loss(**fields):
+        return policy_loss(log_ratio, old, None, advantages, mask, ObjectiveParams(objective="ptrace", **fields))[0]
+
+    torch.testing.assert_close(loss(lam=0.9, gamma=0.5), loss(lam=0.45))
+    assert abs(loss(lam=0.9, gamma=0.5).item() - loss(lam=0.9).item()) > 1e-6
+
+
+@pytest.mark.parametrize("fields", [{"style": "both"}, {"form": "absolute"}, {"eps": 0.3, "lam": 0.7},
+                                    {"gamma": 0.8}, {"update": "weight", "style": "early"}])
+def test_half_precision_loss_keeps_every_trace_setting(fields):
+    """bfloat16 log-probs are traced in float32: the loss is the float32 one, setting included."""
+    generator = torch.Generator().manual_seed(5)
+    # values bfloat16 holds exactly, so the two precisions start from the same numbers
+    logps = (-1.0 - torch.rand(3, 16, generator=generator)).bfloat16().float()
+    old = (logps + 0.2 * torch.randn(3, 16, generator=generator)).bfloat16().float()
+    mask = torch.ones(3, 16)
+    mask[2, 9:] = 0
+    advantages = torch.tensor([1.0, -0.5, 0.7])
+
+    def loss(dtype, **overrides):
+        params = ObjectiveParams(**{"objective": "grpo_lambda", "lam": 0.9, "loss_type": "bnpo", **overrides})
+        return policy_loss(logps.to(dtype), old.to(dtype), None, advantages, mask, params)[0].float()
+
+    half, full = loss(torch.bfloat16, **fields), loss(torch.float32, **fields)
+    default = loss(torch.float32, lam=fields.get("lam", 0.9))
+    assert abs(half.item() - full.item()) < 0.25 * abs(full.item() - default.item())
