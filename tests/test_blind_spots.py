@@ -320,3 +320,14 @@ def test_half_precision_loss_keeps_every_trace_setting(fields):
     half, full = loss(torch.bfloat16, **fields), loss(torch.float32, **fields)
     default = loss(torch.float32, lam=fields.get("lam", 0.9))
     assert abs(half.item() - full.item()) < 0.25 * abs(full.item() - default.item())
+
+
+@pytest.mark.parametrize("length", [65, 100, 128, 129])
+def test_apply_trace_across_two_scan_blocks(length):
+    """Lengths of two 64-token blocks (and just past them): the first block's state carries into the second."""
+    from grpo_lambda.traces import apply_trace, trace_matrix
+
+    x = torch.randn(2, length, generator=torch.Generator().manual_seed(length), dtype=torch.float64)
+    for style, eps in (("recent", 0.0), ("recent", 1e-3), ("both", 0.0)):
+        dense = x @ trace_matrix(length, 0.97, style=style, eps=eps).T
+        torch.testing.assert_close(apply_trace(x, 0.97, style=style, eps=eps), dense, rtol=1e-10, atol=1e-10)
