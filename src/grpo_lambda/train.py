@@ -16,10 +16,10 @@ import logging
 import math
 from pathlib import Path
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerState
 from transformers.trainer_utils import get_last_checkpoint
 
-from grpo_lambda import files
+from grpo_lambda import files, fingerprint
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
 
@@ -100,6 +100,10 @@ def write_train_log(path: str, rows: list[dict]) -> None:
     files.write_text(path, buffer.getvalue())
 
 
+def trainer_state_step(checkpoint: str) -> int:
+    return TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json")).global_step
+
+
 def rl_dataset(rows: list[dict], tokenizer, template: str):
     from datasets import Dataset
 
@@ -131,11 +135,13 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
 
 def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) -> None:
     """Train the cell to ``rl.max_steps``, resuming from the newest checkpoint if there is one."""
-    from grpo_lambda.rewards import accuracy_reward
+    from grpo_lambda.rewards import REWARDS
     from grpo_lambda.trainer import GRPOLambdaTrainer
 
     cell = Path(cell_dir)
     resume_dir = cell / "resume"
+    # State made with other settings, base model or data is moved aside, never resumed.
+    fingerprint.claim(cell, fingerprint.compute(settings, seed=seed, base=base, data_path=data_path))
     tokenizer = load_tokenizer(base, padding_side="left")
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"])
     args = build_config(settings, output_dir=str(resume_dir), seed=seed)
@@ -148,14 +154,20 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
                                  lora_dropout=lora.get("dropout", 0.05),
                                  target_modules=lora.get("target_modules", "all-linear"), task_type="CAUSAL_LM")
     trainer = GRPOLambdaTrainer(
-        model=base, reward_funcs=accuracy_reward, args=args, train_dataset=dataset,
+        model=base, reward_funcs=REWARDS[settings["rl"].get("reward", "evaluation")], args=args, train_dataset=dataset,
         processing_class=tokenizer, peft_config=peft_config,
         callbacks=[StopOnNonFiniteLoss(), SaveSnapshots(settings["checkpoints"], cell / "checkpoints", tokenizer)],
     )
     last = get_last_checkpoint(str(resume_dir)) if resume_dir.is_dir() else None
-    if last:
-        log.info("resuming from %s", last)
-    trainer.train(resume_from_checkpoint=last)
+    if last and trainer_state_step(last) >= args.max_steps:
+        # Resuming a finished run would train one more step (at learning rate 0): publish it as it is.
+        log.info("already trained to step %d with these settings: publishing %s", args.max_steps, last)
+        trainer._load_from_checkpoint(last)
+        trainer.state = TrainerState.load_from_json(str(Path(last) / "trainer_state.json"))
+    else:
+        if last:
+            log.info("resuming from %s", last)
+        trainer.train(resume_from_checkpoint=last)
     write_train_log(str(cell / "train_log.csv"), train_log_rows(trainer.state.log_history))
     model = trainer.model.merge_and_unload() if peft_config else trainer.model
     with files.atomic_path(cell / "model") as tmp:
