@@ -31,9 +31,16 @@ def _threads(args) -> None:
 
 
 def cmd_validate(args) -> None:
+    """Exit 0 with the cell count, or 2 with the one-line reason (no traceback) when it is invalid."""
+    import yaml
+
     from grpo_lambda import config as config_module
 
-    config = config_module.load(args.config)
+    try:
+        config = config_module.load(args.config)
+    except (config_module.ConfigError, OSError, yaml.YAMLError) as error:
+        print(f"grpo-lambda validate: {error}".replace("\n", " "), file=sys.stderr)
+        raise SystemExit(2) from None
     print(f"{args.config}: valid; {len(config_module.rl_cells(config))} RL cells")
 
 
