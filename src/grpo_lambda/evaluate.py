@@ -50,7 +50,9 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
         seed: int | None = None, step: str = "final") -> dict[str, dict]:
     """Generate, grade and write ``<out_dir>/<benchmark>.jsonl|json``; returns the summaries by benchmark."""
     options = settings["evaluation"]
-    benchmarks = {Path(path).stem: files.read_jsonl(path) for path in benchmark_paths}
+    # A bad line is skipped and named in the log; a repeated id with another answer is an error.
+    benchmarks = {Path(path).stem: files.read_jsonl(path, fields=files.PROBLEM_FIELDS, unique_ids=True)
+                  for path in benchmark_paths}
     for name, rows in benchmarks.items():
         if not rows:
             raise ValueError(f"benchmark {name}: the file has no problems")
