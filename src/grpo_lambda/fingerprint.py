@@ -16,6 +16,7 @@ import hashlib
 import json
 import logging
 import os
+import time
 from pathlib import Path
 
 from grpo_lambda import files
@@ -80,6 +81,15 @@ def recorded(state_dir: str | os.PathLike) -> dict | None:
         return None
 
 
+def _wait_for(state_dir: Path, expected: str, timeout: float = 600.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (recorded(state_dir) or {}).get("hash") != expected:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{state_dir}: the main process did not record fingerprint {expected} "
+                               f"within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
 def claim(cell_dir: str | os.PathLike, fingerprint: dict, *, state_dir: str = "resume") -> None:
     """Make ``cell_dir`` hold only state made with ``fingerprint``, then record it in ``state_dir``.
 
@@ -87,6 +97,9 @@ def claim(cell_dir: str | os.PathLike, fingerprint: dict, *, state_dir: str = "r
     ``superseded-<its hash>/`` beside it; state with the same fingerprint is left to resume from.
     """
     cell = Path(cell_dir)
+    if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch: the main process moves state
+        _wait_for(cell / state_dir, fingerprint["hash"])
+        return
     old = recorded(cell / state_dir)
     present = [name for name in CELL_STATE if (cell / name).exists()]
     if old is not None and old.get("hash") == fingerprint["hash"]:
