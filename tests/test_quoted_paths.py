@@ -17,7 +17,6 @@ ODD_RESULTS = "res dir 'x'"
 def test_the_pipeline_runs_under_a_results_folder_with_a_space_and_a_quote(tmp_path):
     config = yaml.safe_load(E2E_CONFIG.read_text())
     config["results"] = ODD_RESULTS
-    config["variants"] = {"recent-trace": config["variants"]["recent-trace"]}  # every rule, fewer jobs
     config_file = tmp_path / "config.yaml"
     config_file.write_text(yaml.safe_dump(config))
     result = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
@@ -26,7 +25,7 @@ def test_the_pipeline_runs_under_a_results_folder_with_a_space_and_a_quote(tmp_p
     assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     results = tmp_path / ODD_RESULTS
     assert (results / "tables" / "results.csv").exists() and (results / "figures" / "figure4.png").exists()
-    assert (results / "tiny" / "arith" / "recent-trace" / "seed0" / "eval" / "final" / "arith-2.json").exists()
+    assert (results / "tiny" / "arith" / "grpo" / "seed0" / "eval" / "final" / "arith-2.json").exists()
     assert (results / "logs" / "train" / "tiny" / "arith" / "recent-trace" / "seed0.log").stat().st_size > 0
     # Nothing escaped to a stray file or folder named after a piece of the path.
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".snakemake", "config.yaml", ODD_RESULTS])
