@@ -109,8 +109,8 @@ def _rl_trl(**trl):
 
 
 CROSS_CHECKS = {
-    "unknown rl.trl key": (_rl_trl(steps_per_generaton=2), r"rl\.trl \(models\.tiny\)\.steps_per_generaton is not a field"),
-    "rl.trl key the pipeline sets": (_rl_trl(max_steps=3), r"rl\.trl \(models\.tiny\)\.max_steps .*rl\.max_steps"),
+    "unknown rl.trl key": (_rl_trl(steps_per_generaton=2), r"config: rl\.trl\.steps_per_generaton is not a field"),
+    "rl.trl key the pipeline sets": (_rl_trl(max_steps=3), r"rl\.trl\.max_steps is set by the pipeline itself; set rl\.max_steps"),
     "group size does not divide the batch": (lambda c: c["rl"].update(num_generations=5),
                                              r"rl\.num_generations \(5\) must divide .* = 32"),
     "group size vs steps_per_generation": (lambda c: c["rl"].update(per_device_train_batch_size=4, trl={
@@ -118,7 +118,9 @@ CROSS_CHECKS = {
     "both generation batch keys": (_rl_trl(steps_per_generation=2, generation_batch_size=64),
                                    r"steps_per_generation or generation_batch_size"),
     "a per-model batch": (lambda c: c["models"]["tiny"].update(rl={"per_device_train_batch_size": 12}),
-                          r"num_generations \(8\) must divide .*per_device_train_batch_size 12"),
+                          r"config: rl\.num_generations \(8\) must divide .*per_device_train_batch_size 12 x"),
+    "a per-model rl.trl key": (lambda c: c["models"]["tiny"].update(rl={"trl": {"num_generation": 4}}),
+                               r"models\.tiny\.rl\.trl\.num_generation is not a field"),
     "variant key of another objective": (lambda c: c["variants"].update(x={"objective": "grpo", "lam": 0.9}),
                                          r"variants\.x\.lam applies to objective grpo_lambda / ptrace / strace only"),
     "trace style for ptrace": (lambda c: c["variants"].update(x={"objective": "ptrace", "lam": 0.9, "style": "both"}),
@@ -176,7 +178,7 @@ def test_validate_prints_one_line_and_exits_2(tmp_path, cli):
     result = subprocess.run([cli, "validate", str(bad)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
-    assert "rl.trl (models.tiny).num_generatons is not a field" in result.stderr
+    assert "rl.trl.num_generatons is not a field" in result.stderr
     missing = subprocess.run([cli, "validate", str(tmp_path / "none.yaml")], capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr and "none.yaml" in missing.stderr
 

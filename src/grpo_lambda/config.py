@@ -289,28 +289,42 @@ def trl_config_fields() -> dict:
     return _class_fields("grpo_lambda.trainer", "GRPOLambdaConfig")
 
 
+def _rl_key(config: dict, model: str, key: str, trl: bool) -> str:
+    """Where a model's rl setting comes from: its own rl block or the study's."""
+    own = config["models"][model].get("rl", {})
+    own = own.get("trl", {}) if trl else own
+    return ("models." + model + "." if key in own else "") + ("rl.trl." if trl else "rl.") + key
+
+
 def _check_rl(config: dict, model: str, source: str) -> None:
     rl = rl_settings(config, model)
     trl = rl["trl"]
-    where = f"rl.trl (models.{model})"
     fields = trl_config_fields()
     for key in trl:
         if key in PIPELINE_TRL_KEYS:
             instead = f"; set {PIPELINE_TRL_KEYS[key]} instead" if PIPELINE_TRL_KEYS[key] else ""
-            raise ConfigError(f"{source}: {where}.{key} is set by the pipeline itself{instead}")
+            raise ConfigError(f"{source}: {_rl_key(config, model, key, True)} is set by the pipeline itself{instead}")
         if key not in fields:
-            raise ConfigError(f"{source}: {where}.{key} is not a field of TRL's GRPOConfig (nor of GRPOLambdaConfig)")
+            raise ConfigError(f"{source}: {_rl_key(config, model, key, True)} is not a field of TRL's GRPOConfig "
+                              "(nor of GRPOLambdaConfig)")
 
     def value(key):
         return trl.get(key, rl.get(key, fields.get(key)))
 
+    def name(key):
+        return _rl_key(config, model, key, key in trl)
+
     per_device, generations = value("per_device_train_batch_size"), value("num_generations")
     steps, batch = value("steps_per_generation"), value("generation_batch_size")
     accumulation = value("gradient_accumulation_steps") or 1
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+               for v in (per_device, generations, accumulation, steps or 1, batch or 1)):
+        return  # a value of the wrong type: TRL names it
     if steps is not None and batch is not None:
-        raise ConfigError(f"{source}: {where}: set steps_per_generation or generation_batch_size, not both")
+        raise ConfigError(f"{source}: {name('steps_per_generation')} and {name('generation_batch_size')}: "
+                          "set steps_per_generation or generation_batch_size, not both")
     if batch is not None and batch % per_device:
-        raise ConfigError(f"{source}: {where}.generation_batch_size ({batch}) must be a multiple of "
+        raise ConfigError(f"{source}: {name('generation_batch_size')} ({batch}) must be a multiple of "
                           f"per_device_train_batch_size ({per_device})")
     if batch is None:
         batch = per_device * (steps or accumulation)
@@ -318,7 +332,6 @@ def _check_rl(config: dict, model: str, source: str) -> None:
                + (f"steps_per_generation {steps}" if steps else f"gradient_accumulation_steps {accumulation}"))
     else:
         how = "generation_batch_size"
-    if generations and batch % generations:
-        key = "rl.num_generations" if "num_generations" in rl and "num_generations" not in trl else f"{where}.num_generations"
-        raise ConfigError(f"{source}: {key} ({generations}) must divide the generation batch ({how} = {batch} "
-                          f"completions per process), so that every prompt's group is whole")
+    if batch % generations:
+        raise ConfigError(f"{source}: {name('num_generations')} ({generations}) must divide the generation batch "
+                          f"({how} = {batch} completions per process), so that every prompt's group is whole")
