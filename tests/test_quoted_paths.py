@@ -29,3 +29,21 @@ def test_the_pipeline_runs_under_a_results_folder_with_a_space_and_a_quote(tmp_p
     assert (results / "logs" / "train" / "tiny" / "arith" / "recent-trace" / "seed0.log").stat().st_size > 0
     # Nothing escaped to a stray file or folder named after a piece of the path.
     assert sorted(p.name for p in tmp_path.iterdir()) == sorted([".snakemake", "config.yaml", ODD_RESULTS])
+
+
+def test_a_model_source_with_shell_syntax_is_passed_as_one_quoted_word(tmp_path):
+    import shlex
+
+    config = yaml.safe_load(E2E_CONFIG.read_text())
+    source = "org/$(touch pwned)"
+    config["models"]["tiny"] = {"source": source, "prompt": "plain"}
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(config))
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--snakefile", str(ROOT / "Snakefile"),
+                             "--directory", str(tmp_path), "--configfile", str(config_file)],
+                            capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    [sft] = [line.split(":", 1)[1] for line in result.stdout.splitlines() if line.startswith("Shell command: grpo-lambda sft ")]
+    words = shlex.split(sft)
+    assert words[words.index("--base") + 1] == source
+    assert not (tmp_path / "pwned").exists()
