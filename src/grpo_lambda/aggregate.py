@@ -294,13 +294,7 @@ def _read_samples(path: Path, columns: dict[str, list]) -> int:
     summary = files.ReadSummary(str(path))
     seen: dict[tuple, tuple[int, bool]] = {}
     count = 0
-    for line_no, row in files.iter_jsonl(path, summary, fields=_SAMPLE_REQUIRED):
-        wrong = next((name for name, types in _SAMPLE_OPTIONAL.items()
-                      if row.get(name) is not None and (not isinstance(row[name], types)
-                                                        or (isinstance(row[name], bool) and name in ("sample", "length")))), None)
-        if wrong is not None:
-            summary.skip(f"{path}:{line_no}", "wrong type", f"{wrong!r} is {type(row[wrong]).__name__}")
-            continue
+    for line_no, row in files.iter_jsonl(path, summary, fields=_SAMPLE_REQUIRED, optional=_SAMPLE_OPTIONAL):
         key = (str(row["id"]), row.get("mode", "greedy"), int(row.get("sample", 0)))
         if key in seen:
             earlier, correct = seen[key]

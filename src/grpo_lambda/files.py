@@ -112,33 +112,37 @@ def _type_names(types) -> str:
                         "bool": "true/false", "dict": "an object"}.get(t.__name__, t.__name__) for t in types)
 
 
-def iter_jsonl(path: str | os.PathLike, summary: ReadSummary, *,
-               fields: dict[str, type | tuple] | None = None) -> Iterator[tuple[int, dict]]:
+def iter_jsonl(path: str | os.PathLike, summary: ReadSummary, *, fields: dict[str, type | tuple] | None = None,
+               optional: dict[str, type | tuple] | None = None, objects_only: bool = True) -> Iterator[tuple[int, dict]]:
     """``(line number, row)`` for each usable line of a JSONL file. A line that is not UTF-8, not
-    JSON, not an object, or lacks one of ``fields`` (missing, null or of another type) is skipped
-    and recorded in ``summary``; blank lines are ignored."""
-    fields = fields or {}
+    JSON, not an object (unless ``objects_only`` is False), lacks one of ``fields`` (missing, null or
+    of another type) or holds one of ``optional`` with another type is skipped and recorded in
+    ``summary``; blank lines are ignored."""
     with open(path, "rb") as handle:
         for line_no, raw in enumerate(handle, 1):
+            where = f"{path}:{line_no}"
             try:
                 text = raw.decode("utf-8")
             except UnicodeDecodeError as error:
-                summary.skip(f"{path}:{line_no}", "not UTF-8", f"byte 0x{raw[error.start]:02x} at column {error.start + 1}")
+                summary.skip(where, "not UTF-8", f"byte 0x{raw[error.start]:02x} at column {error.start + 1}")
                 continue
             if not text.strip():
                 continue
             try:
                 row = json.loads(text)
             except json.JSONDecodeError as error:
-                summary.skip(f"{path}:{line_no}", "not JSON", f"{error.msg} at column {error.colno}")
+                summary.skip(where, "not JSON", f"{error.msg} at column {error.colno}")
                 continue
             if not isinstance(row, dict):
-                summary.skip(f"{path}:{line_no}", "not an object", f"a JSON {type(row).__name__}")
-                continue
-            problem = _field_problem(row, fields)
-            if problem:
-                summary.skip(f"{path}:{line_no}", *problem)
-                continue
+                if objects_only:
+                    summary.skip(where, "not an object", f"a JSON {type(row).__name__}")
+                    continue
+            else:
+                present = {name: types for name, types in (optional or {}).items() if row.get(name) is not None}
+                problem = _field_problem(row, fields or {}) or _field_problem(row, present)
+                if problem:
+                    summary.skip(where, *problem)
+                    continue
             summary.rows += 1
             yield line_no, row
 

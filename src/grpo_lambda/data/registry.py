@@ -198,7 +198,7 @@ def _read_json_records(path: Path, summary: files.ReadSummary) -> Iterator[tuple
     # lists, which an Arrow table cannot hold, and ORZ's file is a list of lists.
     if path.suffix == ".jsonl":
         # A JSONL line may hold an ORZ pair (a list) too: no field check here, _normalize_row does it.
-        for line_no, record in _iter_jsonl_records(path, summary):
+        for line_no, record in files.iter_jsonl(path, summary, objects_only=False):
             yield f"{path}:{line_no}", record
         return
     try:
@@ -216,23 +216,6 @@ def _read_json_records(path: Path, summary: files.ReadSummary) -> Iterator[tuple
         raise ValueError(f"{path}: expected a JSON list of records")
     for index, record in enumerate(data):
         yield f"{path}[{index}]", record
-
-
-def _iter_jsonl_records(path: Path, summary: files.ReadSummary) -> Iterator[tuple[int, object]]:
-    """``files.iter_jsonl``, but a line may hold any JSON value (ORZ pairs are lists)."""
-    with open(path, "rb") as handle:
-        for line_no, raw in enumerate(handle, 1):
-            try:
-                text = raw.decode("utf-8")
-            except UnicodeDecodeError as error:
-                summary.skip(f"{path}:{line_no}", "not UTF-8", f"byte 0x{raw[error.start]:02x} at column {error.start + 1}")
-                continue
-            if not text.strip():
-                continue
-            try:
-                yield line_no, json.loads(text)
-            except json.JSONDecodeError as error:
-                summary.skip(f"{path}:{line_no}", "not JSON", f"{error.msg} at column {error.colno}")
 
 
 def _read_disk_dataset(path: Path, split: str) -> Iterable:
