@@ -65,6 +65,8 @@ class ObjectiveParams:
     delta                 upper cap on the unclipped ratio (TRL's two-sided clip); None: off
     loss_type             "grpo" | "bnpo" | "dr_grpo" | "dapo", as in TRL
     max_completion_length the constant of dr_grpo's normalisation
+    trace_length          the absolute form's n (a constant of the run, e.g. max_completion_length, so that a
+                          token's weights do not depend on the batch's padded width); None: the batch width
     """
 
     objective: str = "grpo"
@@ -82,6 +84,7 @@ class ObjectiveParams:
     delta: float | None = None
     loss_type: str = "dapo"
     max_completion_length: int | None = None
+    trace_length: int | None = None
 
     def __post_init__(self):
         choices = {"objective": OBJECTIVES, "update": UPDATES, "loss_type": LOSS_TYPES, "style": STYLES,
@@ -102,6 +105,9 @@ class ObjectiveParams:
         if self.epsilon_low < 0.0 or self.epsilon_high < 0.0:
             raise ValueError(f"epsilon_low and epsilon_high must be >= 0, got {self.epsilon_low!r}, "
                              f"{self.epsilon_high!r}")
+        if self.trace_length is not None and (isinstance(self.trace_length, bool)
+                                              or not isinstance(self.trace_length, int) or self.trace_length < 1):
+            raise ValueError(f"trace_length must be a positive int or None, got {self.trace_length!r}")
         if self.loss_type == "dr_grpo" and not (self.max_completion_length or 0) > 0:
             raise ValueError("max_completion_length must be a positive int for loss_type 'dr_grpo', "
                              f"got {self.max_completion_length!r}")
@@ -203,7 +209,8 @@ def _importance_weights(logps, log_ratio, mask, params, trace_mask):
         return log_ratio, weight, weight
     if not params.traced:
         return log_ratio, None, None
-    trace = dict(gamma=params.gamma, style=params.style, form=params.form, eps=params.eps, mask=mask)
+    trace = dict(gamma=params.gamma, style=params.style, form=params.form, eps=params.eps, mask=mask,
+                 length=params.trace_length)
     if params.update == "trace":
         log_coef = _traced(log_ratio, params.lam, trace)
         with torch.no_grad():
