@@ -1,11 +1,17 @@
 """The absolute form's n is the trace length, a constant of the run: a completion's trace weights and its
 loss do not depend on how wide the batch it came in was padded."""
 
+import dataclasses
+
 import pytest
 import torch
+from datasets import Dataset
+from transformers import PreTrainedTokenizerFast
 
 from grpo_lambda.objectives import ObjectiveParams, policy_loss
 from grpo_lambda.traces import apply_trace, trace_matrix
+from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer
+from test_trainer import loss_grads_metrics, model_dir  # noqa: F401 (model_dir is a fixture)
 
 ABSOLUTE = [("recent", "absolute"), ("both", "absolute")]
 EVERY_FORM = [*ABSOLUTE, ("recent", "relative"), ("both", "relative"), ("early", "relative")]
@@ -82,3 +88,49 @@ def test_same_completion_same_weights_and_loss_at_any_padded_width(style, update
         torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-15)
     # without a fixed length n is the width, and the same completion is weighted differently
     assert (run(6, None)[2] - run(40, None)[2]).abs().max() > 1e-3
+
+
+# --- through the trainer's loss -----------------------------------------------------------------------
+
+
+def one_completion_batch(trainer, width):
+    """The same prompt and 5-token completion, right-padded to `width` completion positions, off-policy."""
+    generator = torch.Generator().manual_seed(7)
+    prompt_ids = torch.randint(10, 20, (1, 4), generator=generator)
+    completion_ids = torch.randint(10, 20, (1, 5), generator=generator)
+    old_shift = 0.3 * torch.randn(1, 5, generator=generator)
+    pad = width - 5
+    completion_mask = torch.nn.functional.pad(torch.ones(1, 5, dtype=torch.long), (0, pad))
+    completion_ids = torch.nn.functional.pad(completion_ids, (0, pad), value=trainer.processing_class.pad_token_id)
+    inputs = {"prompt_ids": prompt_ids, "prompt_mask": torch.ones(1, 4, dtype=torch.long),
+              "completion_ids": completion_ids, "completion_mask": completion_mask,
+              "advantages": torch.tensor([0.8]), "num_items_in_batch": completion_mask.sum()}
+    with torch.no_grad():
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model, torch.cat([prompt_ids, completion_ids], 1),
+            torch.cat([inputs["prompt_mask"], completion_mask], 1), width)
+    inputs["old_per_token_logps"] = logps + torch.nn.functional.pad(old_shift, (0, pad))
+    return inputs
+
+
+@pytest.mark.parametrize("style", ["recent", "both"])
+def test_trainer_loss_of_a_completion_does_not_depend_on_the_padded_width(model_dir, tmp_path, style):
+    args = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
+                            per_device_train_batch_size=4, num_generations=4, max_completion_length=16,
+                            loss_type="bnpo", trace_lambda=0.7, trace_style=style, trace_form="absolute",
+                            trace_eps=1e-7)
+    trainer = GRPOLambdaTrainer(model=model_dir, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                args=args, processing_class=PreTrainedTokenizerFast.from_pretrained(model_dir),
+                                train_dataset=Dataset.from_dict({"prompt": ["1+1="]}))
+    assert trainer.objective_params.trace_length == 16  # the default: max_completion_length
+    narrow = loss_grads_metrics(trainer, one_completion_batch(trainer, 5), 1)
+    wide = loss_grads_metrics(trainer, one_completion_batch(trainer, 12), 1)
+    torch.testing.assert_close(narrow[0], wide[0], rtol=1e-5, atol=1e-7)
+    for name in narrow[1]:
+        torch.testing.assert_close(narrow[1][name], wide[1][name], rtol=1e-4, atol=1e-7, msg=name)
+    assert narrow[2]["trace_weight"] == pytest.approx(wide[2]["trace_weight"], rel=1e-6)
+    # n = the batch width instead (the behaviour this replaces): the same completion is weighted differently
+    trainer.objective_params = dataclasses.replace(trainer.objective_params, trace_length=None)
+    narrow_width = loss_grads_metrics(trainer, one_completion_batch(trainer, 5), 1)
+    wide_width = loss_grads_metrics(trainer, one_completion_batch(trainer, 12), 1)
+    assert abs(narrow_width[2]["trace_weight"] - wide_width[2]["trace_weight"]) > 1e-3

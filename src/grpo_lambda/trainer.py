@@ -82,6 +82,12 @@ class GRPOLambdaConfig(GRPOConfig):
                   "trace of 1 + σ(log π − 1) (ε-weight)."},
     )
     trace_eps: float = field(default=0.0, metadata={"help": "Floor ε of the off-diagonal trace weights."})
+    trace_length: int | None = field(
+        default=None,
+        metadata={"help": "The absolute form's n: a constant, so that a token's weights do not depend on how wide "
+                  "its batch was padded. None: max_completion_length (the authors' code: its padded response "
+                  "length)."},
+    )
     advantage_clamp: float | str | None = field(
         default="auto",
         metadata={"help": "Advantages below this value are raised to it. 'auto': −0.1 for grpo_lambda (paper "
@@ -429,6 +435,7 @@ def objective_params(args: GRPOLambdaConfig) -> ObjectiveParams:
         delta=args.delta,
         loss_type=args.loss_type,
         max_completion_length=args.max_completion_length,
+        trace_length=args.trace_length if args.trace_length is not None else args.max_completion_length,
     )
 
 
@@ -558,6 +565,7 @@ _FIELD_CHECKS = {
     "trace_form": lambda name, value: _check_choice(name, value, FORMS),
     "trace_update": lambda name, value: _check_choice(name, value, UPDATES),
     "trace_eps": lambda name, value: _check_range(name, value, 0.0, math.inf),
+    "trace_length": lambda name, value: value is None or _check_positive_int(name, value),
     "strace_quantile": lambda name, value: _check_range(name, value, 0.0, 1.0),
     "dynamic_sampling": _check_bool,
     "oar_method": lambda name, value: _check_choice(name, value, (*OAR_METHODS, None)),
