@@ -52,7 +52,7 @@ import torch
 from grpo_lambda.traces import FORMS, STYLES, apply_trace
 
 OBJECTIVES = ("grpo", "grpo_lambda", "ptrace", "strace")
-# The objectives whose extra factor is the historical importance weight h_t.
+# The objectives whose ratio is the credit-weighted geometric mean of the ratios in its scope (P-trace, S-trace).
 HISTORY_OBJECTIVES = ("ptrace", "strace")
 UPDATES = ("trace", "weight")
 # Which tokens lend their ratio to a token's P-trace / S-trace ratio.
@@ -163,7 +163,7 @@ def policy_loss(
     num_items: the token count dapo divides by, used as given (TRL: num_items_in_batch clamped and
     scaled to one accumulation window); default mask.sum() (at least 1).
     trace_mask: (B, T) 0/1, required by ``strace`` and refused by the others: the tokens whose log-ratio
-    enters the historical trace (e.g. `high_entropy_mask`).
+    lends credit to the other tokens' ratios (e.g. `high_entropy_mask`).
 
     Returns the loss (not scaled for gradient accumulation) and per-token metrics, detached, each
     broadcastable to (B, T) and meant to be averaged over the mask (e.g. with `masked_mean`):
