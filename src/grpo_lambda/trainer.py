@@ -515,8 +515,8 @@ def variant_config_kwargs(variant: dict) -> dict:
     grpo_lambda the paper's: λ 0.99, γ 1, recent, relative, trace, ε 0, clamp −0.1); the other
     objectives have no clamp unless asked. ``lam``/``gamma`` also set P-trace's and S-trace's decay,
     ``scope`` their history scope, ``strace_quantile`` S-trace's entropy quantile; ``dynamic_sampling`` and
-    ``oar_*`` apply to every objective (``oar_quantile``, ... only with ``oar_method``). TRL keys (loss_type, scale_rewards,
-    epsilon_high, importance_sampling_level, ...) pass through; `label` (a display name) is ignored.
+    ``oar_*`` apply to every objective (``oar_quantile``, ... only with ``oar_method``). TRL keys
+    (loss_type, scale_rewards, epsilon_high, importance_sampling_level, ...) pass through; `label` (a display name) is ignored.
     An unknown key, a key of another objective, or a bad value raises ValueError naming it.
     """
     if not isinstance(variant, dict):
