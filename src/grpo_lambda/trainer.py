@@ -516,8 +516,8 @@ def variant_config_kwargs(variant: dict) -> dict:
     objectives have no clamp unless asked. ``lam``/``gamma`` also set P-trace's and S-trace's decay,
     ``scope`` their history scope, ``strace_quantile`` S-trace's entropy quantile; ``dynamic_sampling`` and
     ``oar_*`` apply to every objective (``oar_quantile``, ... only with ``oar_method``). TRL keys
-    (loss_type, scale_rewards, epsilon_high, importance_sampling_level, ...) pass through; `label` (a display name) is ignored.
-    An unknown key, a key of another objective, or a bad value raises ValueError naming it.
+    (loss_type, scale_rewards, epsilon_high, importance_sampling_level, ...) pass through; `label` (a display
+    name) is ignored. An unknown key, a key of another objective, or a bad value raises ValueError naming it.
     """
     if not isinstance(variant, dict):
         raise ValueError(f"variant must be a dict, got {type(variant).__name__}")
