@@ -10,7 +10,7 @@ from transformers import PreTrainedTokenizerFast
 
 from grpo_lambda.objectives import ObjectiveParams, policy_loss
 from grpo_lambda.traces import apply_trace, trace_matrix
-from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer
+from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer, objective_params
 from test_trainer import loss_grads_metrics, model_dir  # noqa: F401 (model_dir is a fixture)
 
 ABSOLUTE = [("recent", "absolute"), ("both", "absolute")]
@@ -134,3 +134,17 @@ def test_trainer_loss_of_a_completion_does_not_depend_on_the_padded_width(model_
     narrow_width = loss_grads_metrics(trainer, one_completion_batch(trainer, 5), 1)
     wide_width = loss_grads_metrics(trainer, one_completion_batch(trainer, 12), 1)
     assert abs(narrow_width[2]["trace_weight"] - wide_width[2]["trace_weight"]) > 1e-3
+
+
+def test_default_trace_length_covers_trls_padding(tmp_path):
+    def length(**extra):
+        args = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
+                                per_device_train_batch_size=4, num_generations=4, max_completion_length=250,
+                                trace_form="absolute", **extra)
+        return objective_params(args).trace_length
+
+    assert length() == 250
+    assert length(pad_to_multiple_of=128) == 256  # TRL may pad a batch of 250-token completions to 256
+    assert length(trace_length=300) == 300
+    with pytest.raises(ValueError, match="trace_length"):
+        length(trace_length=0)

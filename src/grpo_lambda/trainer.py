@@ -87,8 +87,8 @@ class GRPOLambdaConfig(GRPOConfig):
     trace_length: int | None = field(
         default=None,
         metadata={"help": "The absolute form's n: a constant, so that a token's weights do not depend on how wide "
-                  "its batch was padded. None: max_completion_length (the authors' code: its padded response "
-                  "length)."},
+                  "its batch was padded. None: max_completion_length, rounded up to pad_to_multiple_of (the "
+                  "authors' code: its padded response length)."},
     )
     advantage_clamp: float | str | None = field(
         default="auto",
@@ -442,9 +442,17 @@ def objective_params(args: GRPOLambdaConfig) -> ObjectiveParams:
         delta=args.delta,
         loss_type=args.loss_type,
         max_completion_length=args.max_completion_length,
-        trace_length=args.trace_length if args.trace_length is not None else args.max_completion_length,
+        trace_length=args.trace_length if args.trace_length is not None else _widest_completion(args),
         history_scope=args.history_scope,
     )
+
+
+def _widest_completion(args: GRPOLambdaConfig) -> int | None:
+    """max_completion_length, rounded up to TRL's pad_to_multiple_of: no batch is padded wider than this."""
+    length, multiple = args.max_completion_length, args.pad_to_multiple_of
+    if length is not None and isinstance(multiple, int) and not isinstance(multiple, bool) and multiple > 0:
+        return -(-length // multiple) * multiple
+    return length
 
 
 def _check_supported(args: GRPOLambdaConfig) -> None:
