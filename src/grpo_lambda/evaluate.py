@@ -60,13 +60,16 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
     tokenizer = load_tokenizer(model_path)
     prompts = [prompt_text(tokenizer, settings["model"]["prompt"], row["problem"]) for row in rows]
     generation = {key: options[key] for key in ("backend", "max_new_tokens", "max_model_len", "batch_size")}
-    greedy = _graded_samples(rows, generate(model_path, prompts, greedy=True, seed=seed or 0, **generation),
+    what = f"evaluate {model_path}: {len(rows)} problems of {', '.join(benchmarks)}"
+    greedy = _graded_samples(rows, generate(model_path, prompts, greedy=True, seed=seed or 0,
+                                            description=f"{what}, greedy", **generation),
                              "greedy", options["grader_timeout"])
     k = options["samples"]
     sampled = []
     if k:
         completions = generate(model_path, prompts, greedy=False, n=k, temperature=options["temperature"],
-                               top_p=options["top_p"], seed=seed or 0, **generation)
+                               top_p=options["top_p"], seed=seed or 0, description=f"{what}, {k} samples each",
+                               **generation)
         sampled = _graded_samples(rows, completions, "sampled", options["grader_timeout"])
     summaries, start = {}, 0
     for name, bench_rows in benchmarks.items():
