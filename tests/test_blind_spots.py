@@ -280,22 +280,17 @@ def test_window_width_is_exact_where_logarithms_round():
     assert checked > 1000
 
 
-def test_history_weight_decays_with_gamma_times_lambda():
-    """P-trace's h_t uses κ = γλ: γ = 0.5, λ = 0.9 is λ = 0.45 alone, and the default γ is 1."""
-    from grpo_lambda.objectives import history_weight
-
+def test_ptrace_decays_with_gamma_times_lambda():
+    """P-trace's history uses κ = γλ: γ = 0.5, λ = 0.9 is λ = 0.45 alone, and γ < 1 changes the loss."""
     generator = torch.Generator().manual_seed(3)
-    log_ratio = 0.3 * torch.randn(3, 12, generator=generator)
+    logps = -1.0 + 0.3 * torch.randn(3, 12, generator=generator)
+    old = logps.detach() + 0.3 * torch.randn(3, 12, generator=generator)
     mask = torch.ones(3, 12)
     mask[1, 7:] = 0
-    torch.testing.assert_close(history_weight(log_ratio, mask, 0.9, gamma=0.5), history_weight(log_ratio, mask, 0.45))
-    assert torch.equal(history_weight(log_ratio, mask, 0.9), history_weight(log_ratio, mask, 0.9, gamma=1.0))
-    assert not torch.allclose(history_weight(log_ratio, mask, 0.9, gamma=0.5), history_weight(log_ratio, mask, 0.9))
     advantages = torch.tensor([1.0, -0.5, 0.7])
-    old = log_ratio.detach() * 0  # logps = log_ratio, old log-probs 0
 
     def loss(**fields):
-        return policy_loss(log_ratio, old, None, advantages, mask, ObjectiveParams(objective="ptrace", **fields))[0]
+        return policy_loss(logps, old, None, advantages, mask, ObjectiveParams(objective="ptrace", **fields))[0]
 
     torch.testing.assert_close(loss(lam=0.9, gamma=0.5), loss(lam=0.45))
     assert abs(loss(lam=0.9, gamma=0.5).item() - loss(lam=0.9).item()) > 1e-6
