@@ -1,0 +1,118 @@
+"""The per-run tables: ``results`` (per seed), ``results_by_variant`` (mean over seeds) and
+``checkpoints`` (accuracy at every evaluated step), with the config-order sort they share."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from grpo_lambda.tables.cells import Cells, _estimate, _interval_columns, _scaled, _targets
+from grpo_lambda.tables.collect import final_step
+from grpo_lambda.tables.keys import AVERAGE, FINAL, SFT
+from grpo_lambda.tables.labels import objective, variant_label, variant_spec
+
+def _variant_columns(config: dict, variant: str) -> dict:
+    spec = {} if variant == SFT else variant_spec(config, variant)
+    return {"label": variant_label(config, variant), "objective": objective(config, variant),
+            "form": spec["form"] if spec.get("objective") == "grpo_lambda" else ""}
+
+
+
+def results_table(summary: pd.DataFrame, cells: Cells, config: dict) -> pd.DataFrame:
+    """Final models, one row per model × dataset × variant × seed × benchmark (and the average)."""
+    final = summary[summary["step"] == FINAL]
+    benchmarks = list(config["benchmarks"])
+    rows = []
+    for (model, dataset, variant, seed), group in final.groupby(["model", "dataset", "variant", "seed"],
+                                                                sort=False, dropna=False, observed=True):
+        seed = None if pd.isna(seed) else int(seed)
+        by_bench = group.set_index("benchmark")
+        seed_key = "all" if seed is None else seed
+        for target, members in _targets(benchmarks):
+            if not set(members) <= set(by_bench.index):
+                continue
+            terms = cells.terms(model, dataset, variant, FINAL, members, seed=seed_key)
+            sft_terms = cells.terms(model, dataset, SFT, FINAL, members)
+            accuracy = cells.interval(terms)
+            sft = _estimate(sft_terms)
+            part = by_bench.loc[members]
+            rows.append({"model": model, "dataset": dataset, "variant": variant, "seed": seed,
+                         **_variant_columns(config, variant), "benchmark": target, "n": int(part["n"].sum()),
+                         **_interval_columns("accuracy", accuracy),
+                         "formatted": part["formatted"].mean(), "mean_length": part["mean_length"].mean(),
+                         "sft_accuracy": sft, "gain": accuracy.estimate - sft if variant != SFT else np.nan})
+    return _order(pd.DataFrame(rows, columns=_RESULTS_COLUMNS), config)
+
+
+_RESULTS_COLUMNS = ["model", "dataset", "variant", "seed", "label", "objective", "form", "benchmark", "n",
+                    "accuracy", "accuracy_low", "accuracy_high", "formatted", "mean_length", "sft_accuracy", "gain"]
+
+
+def results_by_variant(summary: pd.DataFrame, cells: Cells, config: dict) -> pd.DataFrame:
+    """Final models, mean over seeds: accuracy and gain over SFT, each with its interval."""
+    final = summary[summary["step"] == FINAL]
+    benchmarks = list(config["benchmarks"])
+    rows = []
+    for (model, dataset, variant), group in final.groupby(["model", "dataset", "variant"], sort=False, observed=True):
+        for target, members in _targets(benchmarks):
+            part = group[group["benchmark"].isin(members)]
+            if set(part["benchmark"]) != set(members):
+                continue
+            terms = cells.terms(model, dataset, variant, FINAL, members)
+            sft_terms = cells.terms(model, dataset, SFT, FINAL, members)
+            gain = None
+            if variant != SFT and sft_terms:
+                gain = cells.interval(terms + _scaled(sft_terms, -1.0))
+            rows.append({"model": model, "dataset": dataset, "variant": variant,
+                         **_variant_columns(config, variant), "benchmark": target,
+                         "n_seeds": len(cells.seeds(model, dataset, variant)),
+                         **_interval_columns("accuracy", cells.interval(terms)),
+                         "formatted": part["formatted"].mean(), "mean_length": part["mean_length"].mean(),
+                         "sft_accuracy": _estimate(sft_terms),
+                         **_interval_columns("gain", gain),
+                         "gain_distinguishable": gain.excludes(0.0) if gain is not None else None})
+    columns = ["model", "dataset", "variant", "label", "objective", "form", "benchmark", "n_seeds",
+               "accuracy", "accuracy_low", "accuracy_high", "formatted", "mean_length", "sft_accuracy",
+               "gain", "gain_low", "gain_high", "gain_distinguishable"]
+    return _order(pd.DataFrame(rows, columns=columns), config)
+
+
+def checkpoints_table(summary: pd.DataFrame, cells: Cells, config: dict) -> pd.DataFrame:
+    """Accuracy at each evaluated step, mean over seeds with its interval; SFT sits at step 0."""
+    benchmarks = list(config["benchmarks"])
+    rows = []
+    runs = summary.groupby(["model", "dataset", "variant", "step"], sort=False, observed=True)
+    for (model, dataset, variant, step), _ in runs:
+        step_num = 0 if variant == SFT else (final_step(config, model) if step == FINAL else int(step))
+        for target, members in _targets(benchmarks):
+            terms = cells.terms(model, dataset, variant, step, members)
+            if terms is None:
+                continue
+            rows.append({"model": model, "dataset": dataset, "variant": variant,
+                         "label": variant_label(config, variant), "step": step, "step_num": step_num,
+                         "benchmark": target,
+                         "n_seeds": len(cells.seeds(model, dataset, variant, step)),
+                         **_interval_columns("accuracy", cells.interval(terms))})
+    columns = ["model", "dataset", "variant", "label", "step", "step_num", "benchmark", "n_seeds",
+               "accuracy", "accuracy_low", "accuracy_high"]
+    frame = pd.DataFrame(rows, columns=columns)
+    return _order(frame, config, extra=["step_num"])
+
+
+def _order(frame: pd.DataFrame, config: dict, extra: list[str] | None = None) -> pd.DataFrame:
+    """Sort rows in config order: model, dataset, variant (SFT first), seed, benchmark (average last)."""
+    if frame.empty:
+        return frame
+    rank = {
+        "model": {m: i for i, m in enumerate(config["models"])},
+        "dataset": {d: i for i, d in enumerate(config["datasets"])},
+        "variant": {v: i for i, v in enumerate([SFT] + list(config["variants"]))},
+        "benchmark": {b: i for i, b in enumerate(list(config["benchmarks"]) + [AVERAGE])},
+    }
+    keys = [k for k in ("model", "dataset", "variant", "seed") if k in frame.columns] + (extra or []) + ["benchmark"]
+
+    def sort_key(column: pd.Series) -> pd.Series:
+        if column.name in rank:
+            return column.map(rank[column.name])
+        return column
+    return frame.sort_values(keys, key=sort_key, kind="stable", na_position="first").reset_index(drop=True)

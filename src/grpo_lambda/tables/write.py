@@ -1,0 +1,90 @@
+"""Writing the tables: CSV (numbers), Markdown and LaTeX (booktabs, formatted for people)."""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from grpo_lambda.files import write_text
+from grpo_lambda.tables.build import build_tables
+
+def table_names(config: dict) -> list[str]:
+    """The tables ``main`` writes (without extension), in order."""
+    return (["results", "results_by_variant", "checkpoints", "table1", "table1_published"]
+            + [f"appendix_e_{model}" for model in config["models"]]
+            + ["appendix_e_published", "paired", "missing"])
+
+
+TABLE_FORMATS = ("csv", "md", "tex")
+
+
+def output_files(config: dict) -> list[str]:
+    """File names ``main`` writes into its out_dir (for a rule's output list)."""
+    return [f"{name}.{ext}" for name in table_names(config) for ext in TABLE_FORMATS]
+
+
+def _display(frame: pd.DataFrame) -> pd.DataFrame:
+    """Text for people: x, x_low, x_high become "x [low, high]"; floats 3 decimals; NaN "–"."""
+    out = pd.DataFrame(index=frame.index)
+    skip = set()
+    for column in frame.columns:
+        if column in skip:
+            continue
+        low, high = f"{column}_low", f"{column}_high"
+        values = frame[column]
+        if low in frame.columns and high in frame.columns:
+            skip |= {low, high}
+            out[column] = [_number(v) + (f" [{_number(lo)}, {_number(hi)}]" if not pd.isna(lo) else "")
+                           if not pd.isna(v) else "–" for v, lo, hi in zip(values, frame[low], frame[high])]
+        elif pd.api.types.is_bool_dtype(values) or values.map(lambda v: isinstance(v, (bool, np.bool_))).any():
+            out[column] = values.map(lambda v: "–" if v is None or (isinstance(v, float) and math.isnan(v))
+                                     else ("yes" if v else "no"))
+        elif pd.api.types.is_float_dtype(values) and column in ("seed", "n", "step"):
+            # Whole numbers that a missing value (the SFT row's seed) turned into floats.
+            out[column] = values.map(lambda v: "–" if pd.isna(v) else str(int(v)))
+        elif pd.api.types.is_float_dtype(values):
+            digits = 1 if "length" in column else 3
+            out[column] = values.map(lambda v: "–" if pd.isna(v) else f"{v:.{digits}f}")
+        else:
+            out[column] = values.map(lambda v: "–" if v is None or (not isinstance(v, str) and pd.isna(v))
+                                     else str(v))
+    return out
+
+
+def _number(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def write_table(frame: pd.DataFrame, out_dir: str | os.PathLike, name: str) -> list[str]:
+    """Write ``name``.csv (numbers), .md and .tex (booktabs, formatted); return the paths."""
+    out_dir = Path(out_dir)
+    out_dir.mkdir(parents=True, exist_ok=True)
+    shown = _display(frame)
+    texts = {
+        "csv": frame.to_csv(index=False),
+        # disable_numparse: tabulate would otherwise re-format the already formatted numbers
+        "md": shown.to_markdown(index=False, disable_numparse=True) + "\n" if not shown.empty else
+              "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n",
+        "tex": shown.to_latex(index=False, escape=True).replace("λ", r"$\lambda$"),
+    }
+    paths = []
+    for ext in TABLE_FORMATS:
+        path = out_dir / f"{name}.{ext}"
+        write_text(path, texts[ext])  # temporary name, then renamed
+        paths.append(str(path))
+    return paths
+
+
+def main(config: dict, results_dir: str | os.PathLike, out_dir: str | os.PathLike) -> list[str]:
+    """Write every table (CSV, Markdown, LaTeX) to ``out_dir``; return the paths, in
+    :func:`output_files` order. Cells absent from ``results_dir`` are left out (and listed in
+    ``missing``); the tables are written even when nothing has been evaluated yet."""
+    tables = build_tables(config, results_dir)
+    paths = []
+    for name in table_names(config):
+        paths += write_table(tables[name], out_dir, name)
+    return paths
