@@ -359,3 +359,41 @@ def test_a_malformed_evaluation_line_is_skipped_and_named(tmp_path, caplog):
     (folder / "amc.jsonl").write_text('{"id": 0, "correct": true}\n{"id": 0, "correct": false}\n')
     with pytest.raises(ValueError, match=r"amc\.jsonl:1 and .*amc\.jsonl:2"):
         aggregate.collect_samples(tmp_path, config)
+
+
+def test_a_config_without_grpo_compares_with_its_first_variant_and_shows_no_grpo(tmp_path):
+    config = make_config()
+    config["variants"] = {v: spec for v, spec in config["variants"].items() if spec["objective"] != "grpo"}
+    config["models"]["small"]["variants"] = ["rt99"]
+    build_tree(tmp_path / "results", config)
+    paths = aggregate.main(config, tmp_path / "results", tmp_path / "tables")
+    assert [Path(p).name for p in paths] == aggregate.output_files(config)
+    tables = aggregate.build_tables(config, tmp_path / "results")
+    assert aggregate.report_options(config)["baseline"] == "rt98"
+
+    # Appendix E: each variant once, the baseline first; values are the variant's own
+    e = tables["appendix_e_qwen15"].set_index(["benchmark", "dataset"])
+    assert list(e.columns) == ["recent/trace/0.98", "both/weight/0.99", "recent/trace/0.99"]
+    for variant, label in [("rt98", "recent/trace/0.98"), ("bw99", "both/weight/0.99")]:
+        assert e.loc[("amc", "gsm8k"), label] == pytest.approx(_mean_over_seeds("qwen15", "gsm8k", variant, "amc"))
+
+    # Table 1: no row labelled GRPO, since no variant is GRPO; GRPO-λ is the recent/trace mean
+    t1 = tables["table1"].set_index(["model", "method"])
+    assert set(t1.index) == {("qwen15", "sft"), ("qwen15", "grpo_lambda"), ("small", "sft"), ("small", "grpo_lambda")}
+    assert t1.loc[("qwen15", "grpo_lambda"), "variants"] == "rt98 rt99"
+    assert "grpo" not in set(tables["table1_published"]["method"])
+
+    # the published comparison pairs the baseline with its own twin, never with the paper's GRPO
+    _, published_e = aggregate.load_published()
+    twin = published_e[(published_e.model == "Qwen2.5-Math-1.5B-Instruct") & (published_e.trace_style == "recent")
+                       & (published_e.update_style == "trace") & (published_e.lam == 0.98)]
+    twin = twin.set_index(["train_dataset", "benchmark"])["accuracy"]
+    ours = tables["appendix_e_published"]
+    ours = ours[ours.variant == "rt98"].set_index(["dataset", "benchmark"])["published"]
+    assert len(ours) == len(DATASETS) * (len(BENCHMARKS) + 1)
+    assert set(ours.index) <= set(twin.index)
+    assert all(ours[key] == pytest.approx(twin[key]) for key in ours.index)
+
+    # paired: every difference is against the baseline
+    assert set(tables["paired"]["baseline"]) == {"rt98"}
+    assert set(tables["paired"]["method"]) == {"bw99", "rt99", "grpo_lambda"}

@@ -24,7 +24,9 @@ Options, under ``report:`` in the config (all optional):
 ``level`` (0.95)        coverage of the intervals.
 ``seed`` (0)            seed of the bootstrap's random generator (tables are reproducible).
 ``baseline``            the variant other methods are compared with (default: the first variant
-                        whose objective is ``grpo``).
+                        whose objective is ``grpo``, else the first variant). Table 1's GRPO row is
+                        the baseline when it is a ``grpo`` variant; a baseline of another objective
+                        stays in its own method's row.
 ``grpo_lambda_variant`` which GRPO-λ variants make Table 1's GRPO-λ row: ``"mean"`` (all GRPO-λ
                         variants of the model), a variant name, or a selector of variant fields
                         such as ``{style: recent, update: trace}`` (mean over the matching

@@ -13,9 +13,10 @@ from grpo_lambda.tables.keys import SFT
 from grpo_lambda.tables.labels import _lam_text, _published_variant, objective, variant_label, variant_spec
 
 def _variant_order(config: dict, variants: Iterable[str], baseline: str) -> list[str]:
-    """Baseline first, then GRPO-λ variants as in the paper (style, update, λ), then the rest."""
+    """Baseline first, then GRPO-λ variants as in the paper (style, update, λ), then the rest; each
+    variant once, also when the baseline is a GRPO-λ variant (a config without GRPO)."""
     variants = list(variants)
-    lam = [v for v in variants if objective(config, v) == "grpo_lambda"]
+    lam = [v for v in variants if objective(config, v) == "grpo_lambda" and v != baseline]
     lam.sort(key=lambda v: tuple(str(variant_spec(config, v)[f]) for f in ("style", "update", "lam", "form")))
     rest = [v for v in variants if v != baseline and v not in lam and v != SFT]
     return ([baseline] if baseline in variants else []) + lam + rest

@@ -67,12 +67,16 @@ def _matches(spec: dict, selector: dict) -> bool:
 def method_variants(config: dict, model: str, options: dict) -> dict[str, list[str]]:
     """Table 1's methods for one model, each with the variants its row averages.
 
-    ``grpo`` is the baseline variant; ``grpo_lambda`` follows report.grpo_lambda_variant; every
-    other objective is a method of its own (mean over its variants).
+    ``grpo`` is the baseline variant when its objective is ``grpo`` (a baseline of another objective,
+    as in a config without GRPO, stays in its own method: no row is shown as GRPO that is not);
+    ``grpo_lambda`` follows report.grpo_lambda_variant; every other objective is a method of its own
+    (mean over its variants).
     """
     variants = model_variants(config, model)
     lam_variants = [v for v in variants if objective(config, v) == "grpo_lambda"]
-    methods: dict[str, list[str]] = {"grpo": [options["baseline"]] if options["baseline"] in variants else []}
+    baseline = options["baseline"]
+    grpo_baseline = baseline in variants and objective(config, baseline) == "grpo"
+    methods: dict[str, list[str]] = {"grpo": [baseline] if grpo_baseline else []}
     choice = options["grpo_lambda_variant"][model]
     if choice == "mean":
         chosen = lam_variants
@@ -83,7 +87,7 @@ def method_variants(config: dict, model: str, options: dict) -> dict[str, list[s
     methods["grpo_lambda"] = chosen
     for v in variants:
         obj = objective(config, v)
-        if obj == "grpo" and v != options["baseline"]:
+        if obj == "grpo" and v != baseline:
             methods[v] = [v]  # a GRPO with other settings (e.g. TRL's loss_type) is a method of its own
         elif obj not in ("grpo", "grpo_lambda"):
             methods.setdefault(obj, []).append(v)
@@ -107,10 +111,11 @@ def _lam_text(lam) -> str:
 def _published_variant(config: dict, variant: str, baseline: str) -> tuple[str, str, str] | None:
     """(trace_style, update_style, λ text) as in the published Appendix E, or None if it has no twin.
 
-    Only the baseline stands for the paper's GRPO: another ``grpo`` variant differs in some setting.
+    Only a ``grpo`` baseline stands for the paper's GRPO: another ``grpo`` variant differs in some
+    setting, and a baseline of another objective is compared with its own twin.
     """
     spec = variant_spec(config, variant)
-    if variant == baseline:
+    if variant == baseline and spec["objective"] == "grpo":
         return ("grpo", "grpo", "")
     if spec["objective"] == "grpo_lambda" and spec["style"] in ("both", "recent") and spec["gamma"] == 1.0:
         return (spec["style"], spec["update"], _lam_text(spec["lam"]))
