@@ -39,6 +39,11 @@ declare -A TESTS=(
   [stats]="tests/test_stats.py $B::test_bootstrap_width_is_the_binomial_width_of_its_level"
   [aggregate]="tests/test_aggregate.py $B::test_table1_averages_over_the_variants_present"
 )
+# module -> the source it mutates (a module of its own unless named here)
+declare -A SOURCES=(
+  [rewards]="src/grpo_lambda/grading/*"
+  [aggregate]="src/grpo_lambda/tables/*"
+)
 # The trainer's loss path: mutants of these functions only.
 LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params
            _resolve_advantage_clamp)
@@ -58,7 +63,7 @@ for module in "${MODULES[@]}"; do
   {
     echo "[mutmut]"
     echo "source_paths = src/grpo_lambda/"
-    echo "only_mutate = src/grpo_lambda/$module.py"
+    echo "only_mutate = ${SOURCES[$module]:-src/grpo_lambda/$module.py}"
     echo "also_copy ="
     for folder in config workflow envs benchmarks Snakefile; do echo "    $folder"; done
     echo "pytest_add_cli_args ="
