@@ -714,6 +714,17 @@ def _symbolic_match(answer: str, golds: list[str], timeout: float) -> bool:
 # --------------------------------------------------------------------------------------------------
 
 
+def allocated_cpus() -> int:
+    """The CPUs this job was given: SLURM's per-task count, else the process's CPU affinity. On a
+    cluster node ``os.cpu_count()`` counts the whole node, which other jobs share."""
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if slurm.isdigit() and int(slurm) > 0:
+        return int(slurm)
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def _check_timeout(timeout: float) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
         raise ValueError(f"timeout must be a positive number of seconds, got {timeout!r}")
@@ -745,12 +756,13 @@ def grade(completion: str, gold, *, timeout: float = DEFAULT_TIMEOUT) -> bool:
 def grade_many_details(completions: list[str], golds: list, *, processes: int | None = None,
                        timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
     """``grade_details`` for each (completion, gold) pair, symbolic checks spread over ``processes``
-    worker processes (default: one per CPU). String matches never leave the calling process."""
+    worker processes (default: one per CPU this job may use, ``allocated_cpus``). String matches never
+    leave the calling process."""
     timeout = _check_timeout(timeout)
     if len(completions) != len(golds):
         raise ValueError(f"completions and golds differ in length: {len(completions)} != {len(golds)}")
     if processes is None:
-        processes = os.cpu_count() or 1
+        processes = allocated_cpus()
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise ValueError(f"processes must be a positive integer, got {processes!r}")
     details, pending = [], []
