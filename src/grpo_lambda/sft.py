@@ -8,6 +8,7 @@ import tempfile
 from grpo_lambda import files
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
+from grpo_lambda.saving import log_world_size, save_trained_model
 
 log = logging.getLogger(__name__)
 
@@ -34,8 +35,18 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
     options = settings["sft"]
     tokenizer = load_tokenizer(base, padding_side="right")
     if options.get("epochs", 1) == 0:
-        log.info("sft.epochs is 0: the SFT model is the base model %s", base)
-        model = AutoModelForCausalLM.from_pretrained(base)
+        from accelerate import PartialState
+
+        state = PartialState()
+        log_world_size(state, "sft")
+        if state.is_main_process:  # nothing to train: one process copies the base model
+            log.info("sft.epochs is 0: the SFT model is the base model %s", base)
+            model = AutoModelForCausalLM.from_pretrained(base, dtype="auto")
+            with files.atomic_path(out_dir) as tmp:
+                model.save_pretrained(tmp)
+                tokenizer.save_pretrained(tmp)
+            log.info("SFT model written to %s", out_dir)
+        state.wait_for_everyone()
     else:
         from trl import SFTConfig, SFTTrainer
 
@@ -59,9 +70,6 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
                 **trainer_hardware_kwargs(options),
             )
             trainer = SFTTrainer(model=base, args=args, train_dataset=dataset, processing_class=tokenizer)
+            log_world_size(trainer.accelerator, "sft")
             trainer.train()
-            model = trainer.model
-    with files.atomic_path(out_dir) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    log.info("SFT model written to %s", out_dir)
+            save_trained_model(trainer, out_dir)

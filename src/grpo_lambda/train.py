@@ -22,6 +22,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from grpo_lambda import files
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
+from grpo_lambda.saving import log_world_size, save_trained_model
 
 log = logging.getLogger(__name__)
 
@@ -71,16 +72,19 @@ class StopOnNonFiniteLoss(TrainerCallback):
 
 
 class SaveSnapshots(TrainerCallback):
-    """Save the model alone (no optimizer state) at the evaluation steps, for the evaluate stage."""
+    """Save the model alone (no optimizer state) at the evaluation steps, for the evaluate stage.
 
-    def __init__(self, steps: list[int], folder: Path, tokenizer):
-        self.steps, self.folder, self.tokenizer = set(steps), folder, tokenizer
+    Every process takes part (ZeRO-3 gathers its shards); the main process writes. A LoRA model is
+    saved merged into ``lora_base``, a full model that loads with the Auto classes.
+    """
 
-    def on_step_end(self, args, state, control, model=None, **kwargs):
-        if state.global_step in self.steps and state.is_world_process_zero:
-            with files.atomic_path(self.folder / f"step-{state.global_step}") as tmp:
-                model.save_pretrained(tmp)
-                self.tokenizer.save_pretrained(tmp)
+    def __init__(self, steps: list[int], folder: Path, *, lora_base: str | None = None):
+        self.steps, self.folder, self.lora_base = set(steps), folder, lora_base
+        self.trainer = None  # set once the trainer that calls back exists
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step in self.steps:
+            save_trained_model(self.trainer, self.folder / f"step-{state.global_step}", lora_base=self.lora_base)
 
 
 def train_log_rows(log_history: list[dict]) -> list[dict]:
@@ -147,18 +151,21 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
         peft_config = LoraConfig(r=lora.get("r", 64), lora_alpha=lora.get("alpha", 128),
                                  lora_dropout=lora.get("dropout", 0.05),
                                  target_modules=lora.get("target_modules", "all-linear"), task_type="CAUSAL_LM")
+    lora_base = base if peft_config else None
+    snapshots = SaveSnapshots(settings["checkpoints"], cell / "checkpoints", lora_base=lora_base)
     trainer = GRPOLambdaTrainer(
         model=base, reward_funcs=accuracy_reward, args=args, train_dataset=dataset,
         processing_class=tokenizer, peft_config=peft_config,
-        callbacks=[StopOnNonFiniteLoss(), SaveSnapshots(settings["checkpoints"], cell / "checkpoints", tokenizer)],
+        callbacks=[StopOnNonFiniteLoss(), snapshots],
     )
+    snapshots.trainer = trainer
+    log_world_size(trainer.accelerator, "train")
     last = get_last_checkpoint(str(resume_dir)) if resume_dir.is_dir() else None
     if last:
         log.info("resuming from %s", last)
     trainer.train(resume_from_checkpoint=last)
-    write_train_log(str(cell / "train_log.csv"), train_log_rows(trainer.state.log_history))
-    model = trainer.model.merge_and_unload() if peft_config else trainer.model
-    with files.atomic_path(cell / "model") as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    log.info("cell %s trained to step %d", cell_dir, trainer.state.global_step)
+    if trainer.accelerator.is_main_process:
+        write_train_log(str(cell / "train_log.csv"), train_log_rows(trainer.state.log_history))
+    save_trained_model(trainer, cell / "model", lora_base=lora_base)
+    if trainer.accelerator.is_main_process:
+        log.info("cell %s trained to step %d", cell_dir, trainer.state.global_step)

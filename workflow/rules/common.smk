@@ -38,13 +38,20 @@ def settings(stage, **cell):
 
 
 def launcher(w, resources):
-    """The CLI, or the CLI under ``accelerate launch`` across the GPUs a job was given."""
+    """The CLI, or the CLI under ``accelerate launch`` when the job runs several processes.
+
+    The process count is the job's ``processes`` resource, else its GPU count: a cluster gives one
+    process per GPU; a CPU rehearsal asks for processes without GPUs. Port 0 lets each launch pick a
+    free port, so two jobs on one node never collide on accelerate's default 29500.
+    """
     gpus = int(resources.get("gpu", 0) or 0)
-    if gpus <= 1:
+    processes = int(resources.get("processes", 0) or gpus)
+    if processes <= 1:
         return "grpo-lambda"
     plan = config["models"][w.model]["distributed"]
+    on_cpu = " --cpu --mixed_precision no" if gpus == 0 else ""
     return (f"accelerate launch --config_file {REPOSITORY}/envs/accelerate/{plan}.yaml"
-            f" --num_processes {gpus} -m grpo_lambda.cli")
+            f" --num_processes {processes} --main_process_port 0{on_cpu} -m grpo_lambda.cli")
 
 
 def cell_dir(w):
