@@ -44,6 +44,20 @@ def cmd_build_tiny(args) -> None:
     tiny.build(args.out, **settings["tiny"])
 
 
+def cmd_prefetch(args) -> None:
+    from grpo_lambda import files, prefetch
+
+    if args.settings:
+        settings = json.loads(args.settings)
+    elif args.config:
+        from grpo_lambda import config as config_module
+
+        settings = prefetch.hub_sources(config_module.load(args.config))
+    else:
+        raise SystemExit("grpo-lambda prefetch: give --settings JSON or --config FILE")
+    files.write_json(args.out, prefetch.run(settings))
+
+
 def cmd_prepare(args) -> None:
     from grpo_lambda import prepare
 
@@ -119,6 +133,9 @@ def parser() -> argparse.ArgumentParser:
 
     sub = stage("build-tiny", cmd_build_tiny, "build and save the offline tiny model", ["model"])
     sub.add_argument("--out", required=True)
+
+    sub = stage("prefetch", cmd_prefetch, "download the study's hub models and datasets into $HF_HOME")
+    sub.add_argument("--out", required=True, help="a JSON record of what was fetched")
 
     sub = stage("prepare", cmd_prepare, "write a training set or benchmark as normalised JSONL",
                 ["dataset", "benchmark"])

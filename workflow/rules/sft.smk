@@ -8,8 +8,6 @@ rule sft:
         launch=launcher,
         settings=lambda w: settings("sft", model=w.model, dataset=w.dataset),
         base=base_model,
-    conda:
-        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/sft/{{model}}/{{dataset}}.log",
     benchmark:
