@@ -77,6 +77,20 @@ def test_slurm_local_profile_differs_from_the_slurm_profile_only_where_a_cpu_nod
         assert cluster["set-resources"][rule]["gpu"] >= 1
 
 
+def test_sft_and_train_launch_two_processes_on_a_free_port():
+    plan = subprocess.run(["snakemake", "-n", "-p", "-F", "--profile", "workflow/profiles/slurm-local", "--configfile",
+                           "config/rehearsal.yaml"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    commands = [line for line in plan.stdout.splitlines() if line.startswith("Shell command:")]
+    launched = [line for line in commands if " sft --settings" in line or " train --settings" in line]
+    config = study.load(str(ROOT / "config/rehearsal.yaml"))
+    sft_jobs = sum(len(study.model_datasets(config, model)) for model in config["models"])
+    assert len(launched) == sft_jobs + len(study.rl_cells(config))
+    for line in launched:
+        assert "accelerate launch" in line and "--num_processes 2 --main_process_port 0" in line, line
+    assert not any("accelerate launch" in line for line in commands if " evaluate --settings" in line)
+
+
 # ------------------------------------------------------------------------------------------------
 # Through SLURM
 # ------------------------------------------------------------------------------------------------
