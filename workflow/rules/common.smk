@@ -12,6 +12,7 @@ from grpo_lambda import config as study
 # stops here with a message that names it.
 config.update(study.validate(config, source="config"))
 
+
 def unset_profile_variables():
     """Resources a profile takes from environment variables that are not set: Snakemake leaves the
     text `$NAME` in place, and sbatch would be asked for a partition called `$NAME`."""
