@@ -74,7 +74,8 @@ def settings(stage, **cell):
 
 
 def launcher(w, resources):
-    """The CLI, or the CLI under ``accelerate launch`` when the job runs several processes.
+    """The CLI, or the CLI under ``accelerate launch`` when the job runs several processes, as a list
+    of words (each quoted by ``{params.launch:q}``).
 
     The process count is the job's ``processes`` resource, else its GPU count: a cluster gives one
     process per GPU; a CPU rehearsal asks for processes without GPUs. Port 0 lets each launch pick a
@@ -83,11 +84,12 @@ def launcher(w, resources):
     gpus = int(resources.get("gpu", 0) or 0)
     processes = int(resources.get("processes", 0) or gpus)
     if processes <= 1:
-        return "grpo-lambda"
+        return ["grpo-lambda"]
     plan = config["models"][w.model]["distributed"]
-    on_cpu = " --mixed_precision no" if gpus == 0 else ""  # with no GPU, torch.distributed uses gloo
-    return (f"accelerate launch --config_file {REPOSITORY}/envs/accelerate/{plan}.yaml"
-            f" --num_processes {processes} --main_process_port 0{on_cpu} -m grpo_lambda.cli")
+    # With no GPU, torch.distributed runs on gloo and bf16 is off.
+    on_cpu = ["--mixed_precision", "no"] if gpus == 0 else []
+    return ["accelerate", "launch", "--config_file", f"{REPOSITORY}/envs/accelerate/{plan}.yaml",
+            "--num_processes", str(processes), "--main_process_port", "0", *on_cpu, "-m", "grpo_lambda.cli"]
 
 
 def cell_dir(w):
