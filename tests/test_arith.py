@@ -11,29 +11,50 @@ def operands(problem: str) -> list[int]:
     return [int(x) for x in problem[:-2].split("+")]
 
 
+def chain_result(solution: str) -> int:
+    return int(re.findall(r"\((\d+)\)", solution)[-1])
+
+
 def test_generation_is_deterministic_in_the_seed():
-    assert arith.generate(50, seed=11, box_rate=0.5) == arith.generate(50, seed=11, box_rate=0.5)
+    assert arith.generate(50, seed=11, carry_error_rate=0.5) == arith.generate(50, seed=11, carry_error_rate=0.5)
     assert arith.generate(50, seed=11) != arith.generate(50, seed=12)
 
 
 @pytest.mark.parametrize("level", sorted(arith.LEVELS))
-def test_answers_are_the_sums_and_the_chain_of_thought_ends_in_them(level):
+def test_a_correct_chain_ends_in_the_sum_and_boxes_it(level):
     for row in arith.generate(200, seed=level, levels=[level]):
         numbers = operands(row["problem"])
         assert [len(str(x)) for x in numbers] == list(arith.LEVELS[level])
-        assert row["answer"] == str(sum(numbers))
-        last_partial = re.findall(r"\((\d+)\)", row["solution"])[-1]
-        assert int(last_partial) == sum(numbers)
+        assert row["answer"] == str(sum(numbers)) and row["step_errors"] == 0
+        assert chain_result(row["solution"]) == sum(numbers)
+        assert grade(row["solution"], row["answer"])
 
 
-def test_box_rate_is_a_per_example_coin_and_the_grader_reads_only_boxed_answers():
-    rows = arith.generate(2000, seed=1, box_rate=0.3)
-    boxed = [row for row in rows if "\\boxed{" in row["solution"]]
-    assert 0.25 < len(boxed) / len(rows) < 0.35
-    for row in rows[:300]:
-        assert grade(row["solution"], row["answer"]) == (row in boxed)
-        wrong = str(int(row["answer"]) + 1)
-        assert not grade(f"Answer: \\boxed{{{wrong}}}", row["answer"])
+def test_a_carry_of_two_is_written_as_one_at_the_stated_rate_and_the_chain_stays_consistent():
+    rows = arith.generate(3000, seed=3, carry_error_rate=0.6)
+    carries = sum(len(arith.carry_columns(operands(r["problem"]))) for r in rows)
+    errors = sum(r["step_errors"] for r in rows)
+    assert 0.55 < errors / carries < 0.65
+    for row in rows:
+        numbers = operands(row["problem"])
+        wrong = row["step_errors"] > 0
+        # every target is boxed; a wrong carry makes the chain, and so the boxed answer, wrong
+        assert "\\boxed{" in row["solution"]
+        assert grade(row["solution"], row["answer"]) == (not wrong)
+        assert (chain_result(row["solution"]) == sum(numbers)) == (not wrong)
+        # the error is mid-chain: a carry of 2+ enters the next step as its last addend, 1
+        if wrong:
+            steps = row["solution"].split(", ")
+            assert any(steps[c + 1].split("=")[0].endswith("+1") or steps[c + 1].startswith("carry 1")
+                       for c in arith.carry_columns(numbers))
+
+
+def test_difficulty_grows_with_the_level():
+    """The share of problems whose chain carries 2 somewhere grows from level 1 to level 5."""
+    shares = [sum(bool(arith.carry_columns(operands(r["problem"])))
+                  for r in arith.generate(1000, seed=7, levels=[level])) / 1000 for level in sorted(arith.LEVELS)]
+    assert shares[0] < shares[2] < shares[4]
+    assert shares[0] < 0.25 and shares[4] > 0.4
 
 
 def test_training_and_held_out_problems_never_overlap():
@@ -44,8 +65,17 @@ def test_training_and_held_out_problems_never_overlap():
         assert not train & held_out
 
 
+def test_box_rate_still_leaves_some_targets_unboxed_and_ungraded():
+    rows = arith.generate(1000, seed=1, box_rate=0.3)
+    boxed = [row for row in rows if "\\boxed{" in row["solution"]]
+    assert 0.25 < len(boxed) / len(rows) < 0.35
+    assert not any(grade(row["solution"], row["answer"]) for row in rows if row not in boxed)
+
+
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="levels"):
         arith.generate(3, seed=0, levels=[9])
     with pytest.raises(ValueError, match="box_rate"):
         arith.generate(3, seed=0, box_rate=1.5)
+    with pytest.raises(ValueError, match="carry_error_rate"):
+        arith.generate(3, seed=0, carry_error_rate=-0.1)

@@ -1,25 +1,30 @@
-"""The synthetic verifiable task ``arith``: column addition with a short chain of thought.
+"""The synthetic verifiable task ``arith``: three-operand column addition with a worked chain of thought.
 
-A problem is a sum of two positive integers (the generator takes any number of operands). The worked solution adds one column at a
-time, right to left, and keeps the partial result so far in parentheses, which a tiny character-level
-model can learn in a minute::
+A problem is a sum of three positive integers. The worked solution adds one column at a time, right
+to left, carrying into the next column as its last addend, and keeps the digits found so far in
+parentheses, which a tiny character-level model learns in a minute::
 
-    457+385=?
-    7+5=12 (2), 5+8+1=14 (42), 4+3+1=8 (842). Answer: \\boxed{842}
+    857+695+478=?
+    7+5+8=20 (0), 5+9+7+2=23 (30), 8+6+4+2=20 (030), carry 2 (2030). \\boxed{2030}
 
 Difficulty levels (the five held-out suites stand in for the five benchmarks) grow with the number
-of columns to add:
+of columns, hence of carries, in the chain:
 
-    level 1: 2-digit + 1-digit          level 4: 3-digit + 3-digit
-    level 2: 2-digit + 2-digit          level 5: 4-digit + 4-digit
-    level 3: 3-digit + 2-digit
+    level 1: 2-digit + 1-digit + 1-digit      level 4: 4-digit + 4-digit + 3-digit
+    level 2: 2-digit + 2-digit + 2-digit      level 5: 4-digit + 4-digit + 4-digit
+    level 3: 3-digit + 3-digit + 3-digit
 
-Why RL has something to learn: only a share ``box_rate`` of the SFT targets end in the graded
-``\\boxed{}`` format, the others in a bare ``Answer: 842``, chosen at random per example. The SFT model
-then boxes some of its samples and not others for the same problem, so the rewards within a group
-disagree and GRPO's advantages are non-zero; greedy decoding after SFT mostly picks the bare form,
-which the grader counts as wrong (unformatted). RL can close that gap. If the choice were a function
-of the problem, all samples of a group would agree and nothing would be learned.
+Why RL has something to learn, in the reasoning rather than the format. Three digits and a carry can
+sum to 20 or more, so the carry into the next column can be 2. The SFT targets come from a sloppy
+teacher: each carry of 2 or more is written as 1 with probability ``carry_error_rate`` (default 0.0;
+the embedded default uses a rate above one half), and the chain goes on consistently from the wrong
+carry to a wrong boxed answer. The error sits mid-chain, one token, and every later token depends on
+it. Every target is boxed (``box_rate`` 1.0), so the SFT model always answers in the graded form.
+Trained on these targets, the SFT model's greedy chain drops the second carry, so it solves exactly
+the problems whose chain never carries 2 (from about 85% at level 1 to about 50% at level 5, less
+its own slips), while its samples at temperature 1 write the right carry part of the time. A group
+of samples for a problem with a carry of 2 then disagrees on correctness, GRPO's advantages are
+non-zero on those problems and zero on the others, and the token that decides is the carry.
 
 Training and held-out problems never overlap: a problem belongs to the held-out side iff a stable
 hash of its text is divisible by ``HELD_OUT_MODULUS``, whatever seed or level generated it.
@@ -30,7 +35,7 @@ from __future__ import annotations
 import random
 import zlib
 
-LEVELS = {1: (2, 1), 2: (2, 2), 3: (3, 2), 4: (3, 3), 5: (4, 4)}
+LEVELS = {1: (2, 1, 1), 2: (2, 2, 2), 3: (3, 3, 3), 4: (4, 4, 3), 5: (4, 4, 4)}
 HELD_OUT_MODULUS = 5
 
 
@@ -38,8 +43,11 @@ def _random_operand(rng: random.Random, digits: int) -> int:
     return rng.randint(10 ** (digits - 1), 10**digits - 1)
 
 
-def solution_steps(operands: list[int]) -> str:
-    """The column-by-column chain of thought ending in the partial result that is the answer."""
+def solution_steps(operands: list[int], *, wrong_carries: frozenset[int] = frozenset()) -> tuple[str, int]:
+    """The column-by-column chain of thought and the number it ends in.
+
+    A carry of 2 or more leaving a column whose index is in ``wrong_carries`` is written (and used) as 1.
+    """
     columns = max(len(str(x)) for x in operands)
     carry, partial, steps = 0, "", []
     for column in range(columns):
@@ -48,19 +56,34 @@ def solution_steps(operands: list[int]) -> str:
         total = sum(addends)
         partial = str(total % 10) + partial
         carry = total // 10
+        if carry >= 2 and column in wrong_carries:
+            carry = 1
         steps.append(f"{'+'.join(map(str, addends))}={total} ({partial})")
     if carry:
-        steps.append(f"carry {carry} ({carry}{partial})")
-    return ", ".join(steps) + "."
+        partial = f"{carry}{partial}"
+        steps.append(f"carry {carry} ({partial})")
+    return ", ".join(steps) + ".", int(partial)
 
 
-def make_problem(operands: list[int], *, boxed: bool = True) -> dict:
-    answer = str(sum(operands))
-    final = f"\\boxed{{{answer}}}" if boxed else answer
+def carry_columns(operands: list[int]) -> list[int]:
+    """Indices of the columns (0 = units) whose correct carry out is 2 or more."""
+    columns = max(len(str(x)) for x in operands)
+    carry, found = 0, []
+    for column in range(columns):
+        carry = (sum(x // 10**column % 10 for x in operands if column < len(str(x))) + carry) // 10
+        if carry >= 2:
+            found.append(column)
+    return found
+
+
+def make_problem(operands: list[int], *, boxed: bool = True,
+                 wrong_carries: frozenset[int] = frozenset()) -> dict:
+    steps, result = solution_steps(operands, wrong_carries=wrong_carries)
+    final = f"\\boxed{{{result}}}" if boxed else f"Answer: {result}"
     return {
         "problem": "+".join(map(str, operands)) + "=?",
-        "answer": answer,
-        "solution": f"{solution_steps(operands)} Answer: {final}",
+        "answer": str(sum(operands)),
+        "solution": f"{steps} {final}",
     }
 
 
@@ -69,18 +92,20 @@ def is_held_out(problem: str) -> bool:
 
 
 def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bool = False,
-             box_rate: float = 1.0, prefix: str = "arith") -> list[dict]:
+             box_rate: float = 1.0, carry_error_rate: float = 0.0, prefix: str = "arith") -> list[dict]:
     """``n`` distinct problems drawn uniformly over ``levels``; deterministic in ``seed``.
 
-    Rows carry ``id``, ``problem``, ``answer`` (the graded final answer), ``solution`` (the SFT target,
-    boxed with probability ``box_rate``) and ``level``.
+    Rows carry ``id``, ``problem``, ``answer`` (the correct sum, which the grader checks),
+    ``solution`` (the SFT target: boxed with probability ``box_rate``, each carry of 2 or more written
+    as 1 with probability ``carry_error_rate``), ``level`` and ``step_errors`` (wrong carries in it).
     """
     levels = list(levels or LEVELS)
     unknown = [level for level in levels if level not in LEVELS]
     if unknown:
         raise ValueError(f"levels: unknown level(s) {unknown}; choose from {sorted(LEVELS)}")
-    if not 0.0 <= box_rate <= 1.0:
-        raise ValueError(f"box_rate must lie in [0, 1], got {box_rate}")
+    for name, rate in (("box_rate", box_rate), ("carry_error_rate", carry_error_rate)):
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"{name} must lie in [0, 1], got {rate}")
     rng = random.Random(seed)
     rows, seen = [], set()
     attempts = 0
@@ -91,9 +116,10 @@ def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bo
         level = rng.choice(levels)
         operands = [_random_operand(rng, digits) for digits in LEVELS[level]]
         boxed = rng.random() < box_rate
-        row = make_problem(operands, boxed=boxed)
+        wrong = frozenset(c for c in carry_columns(operands) if rng.random() < carry_error_rate)
+        row = make_problem(operands, boxed=boxed, wrong_carries=wrong)
         if row["problem"] in seen or is_held_out(row["problem"]) != held_out:
             continue
         seen.add(row["problem"])
-        rows.append({"id": f"{prefix}-{len(rows)}", **row, "level": level})
+        rows.append({"id": f"{prefix}-{len(rows)}", **row, "level": level, "step_errors": len(wrong)})
     return rows
