@@ -79,3 +79,23 @@ def test_bad_arguments_are_named():
         arith.generate(3, seed=0, box_rate=1.5)
     with pytest.raises(ValueError, match="carry_error_rate"):
         arith.generate(3, seed=0, carry_error_rate=-0.1)
+
+
+def test_first_error_finds_the_taught_carry_error_and_other_slips():
+    problem = "857+695+478=?"
+    right = "7+5+8=20 (0), 5+9+7+2=23 (30), 8+6+4+2=20 (030), carry 2 (2030). \\boxed{2030}"
+    assert arith.first_error(problem, right) == ("correct", None)
+    assert arith.first_error(problem, right.replace("5+9+7+2=23 (30)", "5+9+7+1=22 (20)")) == ("carry", 1)
+    assert arith.first_error(problem, right.replace("5+9+7+2=23", "5+9+7+2=24")) == ("sum", 1)
+    assert arith.first_error(problem, right.replace("8+6+4+2", "8+6+3+2")) == ("digits", 2)
+    assert arith.first_error(problem, right.replace("carry 2", "carry 1")) == ("carry", 3)
+    assert arith.first_error(problem, right.replace("{2030}", "{2031}")) == ("answer", 4)
+    assert arith.first_error(problem, "7+5+8=20 (0), 5+9") == ("format", 1)
+    assert arith.first_error(problem, right.split(" \\boxed")[0]) == ("format", 4)
+
+
+def test_first_error_agrees_with_the_grader_on_generated_targets():
+    for row in arith.generate(500, seed=9, carry_error_rate=0.5):
+        kind, _ = arith.first_error(row["problem"], row["solution"])
+        assert (kind == "correct") == grade(row["solution"], row["answer"])
+        assert kind in ("correct", "carry")

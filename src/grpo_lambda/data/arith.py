@@ -33,6 +33,7 @@ hash of its text is divisible by ``HELD_OUT_MODULUS``, whatever seed or level ge
 from __future__ import annotations
 
 import random
+import re
 import zlib
 
 LEVELS = {1: (2, 1, 1), 2: (2, 2, 2), 3: (3, 3, 3), 4: (4, 4, 3), 5: (4, 4, 4)}
@@ -123,3 +124,55 @@ def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bo
         seen.add(row["problem"])
         rows.append({"id": f"{prefix}-{len(rows)}", **row, "level": level, "step_errors": len(wrong)})
     return rows
+
+
+STEP = re.compile(r"^(\d+(?:\+\d+)*)=(\d+) \((\d+)\)$")
+CARRY_STEP = re.compile(r"^carry (\d+) \((\d+)\)$")
+ERROR_KINDS = ("correct", "carry", "digits", "sum", "answer", "format")
+
+
+def first_error(problem: str, completion: str) -> tuple[str, int | None]:
+    """Where a worked solution of ``problem`` first goes wrong: (kind, step index) or ("correct", None).
+
+    Kinds, checked step by step against the model's own chain so far: ``carry`` a carry of 2 or more
+    entered as 1 (the taught error), ``digits`` another wrong addend (a misread digit, a dropped or
+    invented carry), ``sum`` a step total that is not the sum of its addends, or a wrong digit kept
+    in parentheses; ``answer`` a sound chain whose boxed answer is not its result; ``format`` a
+    chain that cannot be read.
+    """
+    operands = [int(x) for x in problem.removesuffix("=?").split("+")]
+    text = completion.strip()
+    boxed = re.search(r"\\boxed\{(\d+)\}", text)
+    chain = text[:boxed.start()] if boxed else text
+    steps = [s.strip() for s in chain.strip().rstrip(".").split(", ") if s.strip()]
+    columns = max(len(str(x)) for x in operands)
+    carry, partial = 0, ""
+    for index, step in enumerate(steps):
+        if index < columns:
+            match = STEP.match(step)
+            if not match:
+                return "format", index
+            addends = [int(a) for a in match.group(1).split("+")]
+            digits = [x // 10**index % 10 for x in operands if index < len(str(x))]
+            expected = digits + ([carry] if carry else [])
+            if addends != expected:
+                taught = carry >= 2 and addends == digits + [1]
+                return ("carry" if taught else "digits"), index
+            total = int(match.group(2))
+            if total != sum(addends) or match.group(3) != str(total % 10) + partial:
+                return "sum", index
+            partial, carry = match.group(3), total // 10
+        else:
+            match = CARRY_STEP.match(step)
+            if not match or index > columns:
+                return "format", index
+            if int(match.group(1)) != carry:
+                return ("carry" if carry >= 2 and match.group(1) == "1" else "digits"), index
+            if match.group(2) != f"{carry}{partial}":
+                return "sum", index
+            partial, carry = match.group(2), 0
+    if len(steps) < columns or carry:
+        return "format", len(steps)
+    if not boxed:
+        return "format", len(steps)
+    return ("correct", None) if boxed.group(1) == partial and int(partial) == sum(operands) else ("answer", len(steps))
