@@ -30,7 +30,7 @@ def test_a_correct_chain_ends_in_the_sum_and_boxes_it(level):
         assert grade(row["solution"], row["answer"])
 
 
-def test_a_carry_of_two_is_written_as_one_at_the_stated_rate_and_the_chain_stays_consistent():
+def test_a_carry_is_dropped_at_the_stated_rate_and_the_chain_stays_consistent():
     rows = arith.generate(3000, seed=3, carry_error_rate=0.6)
     carries = sum(len(arith.carry_columns(operands(r["problem"]))) for r in rows)
     errors = sum(r["step_errors"] for r in rows)
@@ -42,19 +42,17 @@ def test_a_carry_of_two_is_written_as_one_at_the_stated_rate_and_the_chain_stays
         assert "\\boxed{" in row["solution"]
         assert grade(row["solution"], row["answer"]) == (not wrong)
         assert (chain_result(row["solution"]) == sum(numbers)) == (not wrong)
-        # the error is mid-chain: a carry of 2+ enters the next step as its last addend, 1
-        if wrong:
-            steps = row["solution"].split(", ")
-            assert any(steps[c + 1].split("=")[0].endswith("+1") or steps[c + 1].startswith("carry 1")
-                       for c in arith.carry_columns(numbers))
+        # the first step that goes wrong is a dropped carry, wherever it sits in the chain
+        assert arith.first_error(row["problem"], row["solution"])[0] == ("carry" if wrong else "correct")
 
 
 def test_difficulty_grows_with_the_level():
-    """The share of problems whose chain carries 2 somewhere grows from level 1 to level 5."""
-    shares = [sum(bool(arith.carry_columns(operands(r["problem"])))
-                  for r in arith.generate(1000, seed=7, levels=[level])) / 1000 for level in sorted(arith.LEVELS)]
-    assert shares[0] < shares[2] < shares[4]
-    assert shares[0] < 0.25 and shares[4] > 0.4
+    """The mean number of carries in a problem's chain grows with the level (levels 2 and 3 tie:
+    3-digit + 2-digit has the longer chain, 2-digit + 2-digit more often a carry out of the last column)."""
+    means = [sum(len(arith.carry_columns(operands(r["problem"]))) for r in arith.generate(300, seed=7, levels=[level]))
+             / 300 for level in sorted(arith.LEVELS)]
+    assert means[0] < min(means[1:3]) and max(means[1:3]) < means[3] < means[4]
+    assert means[0] < 0.7 and means[4] > 1.8
 
 
 def test_training_and_held_out_problems_never_overlap():
@@ -82,15 +80,15 @@ def test_bad_arguments_are_named():
 
 
 def test_first_error_finds_the_taught_carry_error_and_other_slips():
-    problem = "857+695+478=?"
-    right = "7+5+8=20 (0), 5+9+7+2=23 (30), 8+6+4+2=20 (030), carry 2 (2030). \\boxed{2030}"
+    problem = "857+695=?"
+    right = "7+5=12 (2), 5+9+1=15 (52), 8+6+1=15 (552), carry 1 (1552). \\boxed{1552}"
     assert arith.first_error(problem, right) == ("correct", None)
-    assert arith.first_error(problem, right.replace("5+9+7+2=23 (30)", "5+9+7+1=22 (20)")) == ("carry", 1)
-    assert arith.first_error(problem, right.replace("5+9+7+2=23", "5+9+7+2=24")) == ("sum", 1)
-    assert arith.first_error(problem, right.replace("8+6+4+2", "8+6+3+2")) == ("digits", 2)
-    assert arith.first_error(problem, right.replace("carry 2", "carry 1")) == ("carry", 3)
-    assert arith.first_error(problem, right.replace("{2030}", "{2031}")) == ("answer", 4)
-    assert arith.first_error(problem, "7+5+8=20 (0), 5+9") == ("format", 1)
+    assert arith.first_error(problem, right.replace("5+9+1=15 (52)", "5+9=14 (42)")) == ("carry", 1)
+    assert arith.first_error(problem, right.replace("5+9+1=15", "5+9+1=16")) == ("sum", 1)
+    assert arith.first_error(problem, right.replace("8+6+1", "8+5+1")) == ("digits", 2)
+    assert arith.first_error(problem, right.replace(", carry 1 (1552). \\boxed{1552}", ". \\boxed{552}")) == ("carry", 3)
+    assert arith.first_error(problem, right.replace("{1552}", "{1553}")) == ("answer", 4)
+    assert arith.first_error(problem, "7+5=12 (2), 5+9") == ("format", 1)
     assert arith.first_error(problem, right.split(" \\boxed")[0]) == ("format", 4)
 
 

@@ -1,30 +1,29 @@
-"""The synthetic verifiable task ``arith``: three-operand column addition with a worked chain of thought.
+"""The synthetic verifiable task ``arith``: column addition with a worked chain of thought.
 
-A problem is a sum of three positive integers. The worked solution adds one column at a time, right
-to left, carrying into the next column as its last addend, and keeps the digits found so far in
-parentheses, which a tiny character-level model learns in a minute::
+A problem is a sum of two positive integers (the generator takes any number of operands). The worked
+solution adds one column at a time, right to left, entering the carry as the last addend of the next
+column, and keeps the digits found so far in parentheses, which a tiny character-level model learns::
 
-    857+695+478=?
-    7+5+8=20 (0), 5+9+7+2=23 (30), 8+6+4+2=20 (030), carry 2 (2030). \\boxed{2030}
+    457+385=?
+    7+5=12 (2), 5+8+1=14 (42), 4+3+1=8 (842). \\boxed{842}
 
 Difficulty levels (the five held-out suites stand in for the five benchmarks) grow with the number
 of columns, hence of carries, in the chain:
 
-    level 1: 2-digit + 1-digit + 1-digit      level 4: 4-digit + 4-digit + 3-digit
-    level 2: 2-digit + 2-digit + 2-digit      level 5: 4-digit + 4-digit + 4-digit
-    level 3: 3-digit + 3-digit + 3-digit
+    level 1: 2-digit + 1-digit          level 4: 3-digit + 3-digit
+    level 2: 2-digit + 2-digit          level 5: 4-digit + 4-digit
+    level 3: 3-digit + 2-digit
 
-Why RL has something to learn, in the reasoning rather than the format. Three digits and a carry can
-sum to 20 or more, so the carry into the next column can be 2. The SFT targets come from a sloppy
-teacher: each carry of 2 or more is written as 1 with probability ``carry_error_rate`` (default 0.0;
-the embedded default uses a rate above one half), and the chain goes on consistently from the wrong
-carry to a wrong boxed answer. The error sits mid-chain, one token, and every later token depends on
-it. Every target is boxed (``box_rate`` 1.0), so the SFT model always answers in the graded form.
-Trained on these targets, the SFT model's greedy chain drops the second carry, so it solves exactly
-the problems whose chain never carries 2 (from about 85% at level 1 to about 50% at level 5, less
-its own slips), while its samples at temperature 1 write the right carry part of the time. A group
-of samples for a problem with a carry of 2 then disagrees on correctness, GRPO's advantages are
-non-zero on those problems and zero on the others, and the token that decides is the carry.
+Why RL has something to learn, in the reasoning rather than the format. The SFT targets come from a
+sloppy teacher: each carry is written one less than it is (with two operands: dropped) with
+probability ``carry_error_rate`` (default 0.0; the embedded default uses a rate above one half), and
+the chain goes on consistently from the wrong carry to a wrong boxed answer. The error sits
+mid-chain, one token, and every later token depends on it. Every target is boxed (``box_rate``
+1.0), so the SFT model answers in the graded form. Trained on these targets, the SFT model's greedy
+chain drops carries, so it solves about the problems whose chain never carries (from about half at
+level 1 to about a tenth at level 5, less its own slips), while its samples at temperature 1 write
+the carry part of the time. A group of samples for a problem with a carry then disagrees on
+correctness, GRPO's advantages are non-zero on it, and the token that decides is the carry.
 
 Training and held-out problems never overlap: a problem belongs to the held-out side iff a stable
 hash of its text is divisible by ``HELD_OUT_MODULUS``, whatever seed or level generated it.
@@ -36,7 +35,7 @@ import random
 import re
 import zlib
 
-LEVELS = {1: (2, 1, 1), 2: (2, 2, 2), 3: (3, 3, 3), 4: (4, 4, 3), 5: (4, 4, 4)}
+LEVELS = {1: (2, 1), 2: (2, 2), 3: (3, 2), 4: (3, 3), 5: (4, 4)}
 HELD_OUT_MODULUS = 5
 
 
@@ -47,7 +46,7 @@ def _random_operand(rng: random.Random, digits: int) -> int:
 def solution_steps(operands: list[int], *, wrong_carries: frozenset[int] = frozenset()) -> tuple[str, int]:
     """The column-by-column chain of thought and the number it ends in.
 
-    A carry of 2 or more leaving a column whose index is in ``wrong_carries`` is written (and used) as 1.
+    The carry leaving a column whose index is in ``wrong_carries`` is written (and used) one less.
     """
     columns = max(len(str(x)) for x in operands)
     carry, partial, steps = 0, "", []
@@ -57,8 +56,8 @@ def solution_steps(operands: list[int], *, wrong_carries: frozenset[int] = froze
         total = sum(addends)
         partial = str(total % 10) + partial
         carry = total // 10
-        if carry >= 2 and column in wrong_carries:
-            carry = 1
+        if carry and column in wrong_carries:
+            carry -= 1
         steps.append(f"{'+'.join(map(str, addends))}={total} ({partial})")
     if carry:
         partial = f"{carry}{partial}"
@@ -67,12 +66,12 @@ def solution_steps(operands: list[int], *, wrong_carries: frozenset[int] = froze
 
 
 def carry_columns(operands: list[int]) -> list[int]:
-    """Indices of the columns (0 = units) whose correct carry out is 2 or more."""
+    """Indices of the columns (0 = units) of the correct chain that carry into the next."""
     columns = max(len(str(x)) for x in operands)
     carry, found = 0, []
     for column in range(columns):
         carry = (sum(x // 10**column % 10 for x in operands if column < len(str(x))) + carry) // 10
-        if carry >= 2:
+        if carry:
             found.append(column)
     return found
 
@@ -97,8 +96,8 @@ def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bo
     """``n`` distinct problems drawn uniformly over ``levels``; deterministic in ``seed``.
 
     Rows carry ``id``, ``problem``, ``answer`` (the correct sum, which the grader checks),
-    ``solution`` (the SFT target: boxed with probability ``box_rate``, each carry of 2 or more written
-    as 1 with probability ``carry_error_rate``), ``level`` and ``step_errors`` (wrong carries in it).
+    ``solution`` (the SFT target: boxed with probability ``box_rate``, each carry written one less
+    with probability ``carry_error_rate``), ``level`` and ``step_errors`` (wrong carries in it).
     """
     levels = list(levels or LEVELS)
     unknown = [level for level in levels if level not in LEVELS]
@@ -134,8 +133,8 @@ ERROR_KINDS = ("correct", "carry", "digits", "sum", "answer", "format")
 def first_error(problem: str, completion: str) -> tuple[str, int | None]:
     """Where a worked solution of ``problem`` first goes wrong: (kind, step index) or ("correct", None).
 
-    Kinds, checked step by step against the model's own chain so far: ``carry`` a carry of 2 or more
-    entered as 1 (the taught error), ``digits`` another wrong addend (a misread digit, a dropped or
+    Kinds, checked step by step against the model's own chain so far: ``carry`` a carry entered one
+    less than it is (the taught error), ``digits`` another wrong addend (a misread digit, a dropped or
     invented carry), ``sum`` a step total that is not the sum of its addends, or a wrong digit kept
     in parentheses; ``answer`` a sound chain whose boxed answer is not its result; ``format`` a
     chain that cannot be read.
@@ -156,7 +155,7 @@ def first_error(problem: str, completion: str) -> tuple[str, int | None]:
             digits = [x // 10**index % 10 for x in operands if index < len(str(x))]
             expected = digits + ([carry] if carry else [])
             if addends != expected:
-                taught = carry >= 2 and addends == digits + [1]
+                taught = carry >= 1 and addends == digits + ([carry - 1] if carry > 1 else [])
                 return ("carry" if taught else "digits"), index
             total = int(match.group(2))
             if total != sum(addends) or match.group(3) != str(total % 10) + partial:
@@ -167,12 +166,14 @@ def first_error(problem: str, completion: str) -> tuple[str, int | None]:
             if not match or index > columns:
                 return "format", index
             if int(match.group(1)) != carry:
-                return ("carry" if carry >= 2 and match.group(1) == "1" else "digits"), index
+                return ("carry" if int(match.group(1)) == carry - 1 else "digits"), index
             if match.group(2) != f"{carry}{partial}":
                 return "sum", index
             partial, carry = match.group(2), 0
-    if len(steps) < columns or carry:
+    if len(steps) < columns:
         return "format", len(steps)
+    if carry:  # the last column's carry never written
+        return ("carry" if carry == 1 and boxed else "format"), len(steps)
     if not boxed:
         return "format", len(steps)
     return ("correct", None) if boxed.group(1) == partial and int(partial) == sum(operands) else ("answer", len(steps))
