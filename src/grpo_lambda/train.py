@@ -228,9 +228,6 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
     tokenizer = load_tokenizer(base, padding_side="left")
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"])
     dataset, prompt_counts = drop_long_prompts(dataset, tokenizer, settings["rl"].get("max_prompt_length"))
-    files.write_json(cell / "prompt_filter.json", prompt_counts)
-    log.info("RL prompts: %(prompts)d, %(dropped)d left out as longer than %(max_prompt_length)s tokens",
-             prompt_counts)
     args = build_config(settings, output_dir=str(resume_dir), seed=seed)
     peft_config = None
     if settings["model"].get("lora"):
@@ -248,6 +245,10 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
         callbacks=[StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / "train_log.csv")],
     )
     snapshots.trainer = trainer
+    if trainer.is_world_process_zero():
+        files.write_json(cell / "prompt_filter.json", prompt_counts)
+        log.info("RL prompts: %(prompts)d, %(dropped)d left out as longer than %(max_prompt_length)s tokens",
+                 prompt_counts)
     log_world_size(trainer.accelerator, "train")
     use_cell_tensorboard_folder(trainer, cell / "tensorboard")
     progress.quiet_trainer_output(trainer, f"train {args.run_name}")
