@@ -59,6 +59,14 @@ def cmd_sft(args) -> None:
     sft.run(settings, base=args.base, data_path=args.data, out_dir=args.out)
 
 
+def cmd_prepare_sft(args) -> None:
+    from grpo_lambda import sft_data
+
+    _threads(args)
+    settings = _settings(args, "prepare_sft", model=args.model, dataset=args.dataset)
+    sft_data.run(settings, base=args.base, data_path=args.data, out=args.out, counts_path=args.counts)
+
+
 def cmd_train(args) -> None:
     from grpo_lambda import train
 
@@ -123,6 +131,14 @@ def parser() -> argparse.ArgumentParser:
     sub = stage("prepare", cmd_prepare, "write a training set or benchmark as normalised JSONL",
                 ["dataset", "benchmark"])
     sub.add_argument("--out", required=True)
+
+    sub = stage("prepare-sft", cmd_prepare_sft, "the SFT set by self-distillation: the base model's correct samples",
+                ["model", "dataset"])
+    sub.add_argument("--base", required=True, help="hub id or folder of the base model")
+    sub.add_argument("--data", required=True, help="the training set (JSONL)")
+    sub.add_argument("--out", required=True, help="the SFT set (JSONL)")
+    sub.add_argument("--counts", help="the counts (JSON); default: --out with .json")
+    sub.add_argument("--threads", type=int)
 
     sub = stage("sft", cmd_sft, "supervised fine-tuning", ["model", "dataset"])
     sub.add_argument("--base", required=True, help="hub id or folder of the base model")

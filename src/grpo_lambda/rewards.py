@@ -372,7 +372,9 @@ _PLAIN_UNITS = re.compile(
     r"(?:degree|cm|centimeter|meter|mile|second|minute|hour|day|week|month|year|foot|feet|inch|yard)"
     r"(es)?(s)? *(\^[0-9]+)?")
 _THOUSANDS_COMMA = re.compile(r"(\d),(\d\d\d)($|\D)")
-_DECIMAL = re.compile(r"-?[0-9]{1,100}(\.[0-9]{1,100})?")
+# "204." is a number: models often end a boxed answer with a period, and the reference grader reads
+# it as Python's float("204.") does.
+_DECIMAL = re.compile(r"-?[0-9]{1,100}(\.[0-9]{0,100})?")
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
