@@ -5,12 +5,20 @@ def sft_data(w):
     return f"{RESULTS}/data/{w.dataset}.jsonl"
 
 
+def sft_base_input(w):
+    """The base model when a job makes it: the tiny model's build, or another job's output under results/."""
+    source = config["models"][w.model]["source"]
+    if source != "tiny" and source.startswith(f"{RESULTS}/"):
+        return source  # e.g. self-distillation from a model this pipeline fine-tuned
+    return base_model_input(w)
+
+
 # Rejection-sampled self-distillation (sft.data: self_distill): the base model's correct samples on
 # the training problems become the SFT set; data.json beside it holds the counts.
 rule prepare_sft:
     input:
         data=f"{RESULTS}/data/{{dataset}}.jsonl",
-        base=base_model_input,
+        base=sft_base_input,
     output:
         data=f"{RESULTS}/{{model}}/{{dataset}}/sft/data.jsonl",
         counts=f"{RESULTS}/{{model}}/{{dataset}}/sft/data.json",
@@ -36,7 +44,7 @@ rule prepare_sft:
 rule sft:
     input:
         data=sft_data,
-        base=base_model_input,
+        base=sft_base_input,
     output:
         directory(f"{RESULTS}/{{model}}/{{dataset}}/sft/model"),
     params:
