@@ -215,44 +215,48 @@ def test_shape_errors_name_the_culprit(batch):
 # --- P-trace and S-trace (an interpretation of arXiv 2605.05965's abstract) -----------------------
 
 
-def strictly_earlier(lam):
-    """The (T, T) matrix of κ^(t−k) for k < t, 0 elsewhere."""
-    return trace_matrix(T, lam) - torch.eye(T, dtype=torch.float64)
+def credit_matrix(lam, in_credit, scope="past"):
+    """(B, T, T) C[b, t, k] = 1 at k = t, κ^|t−k| m_k at the other k of the scope, 0 elsewhere."""
+    k = torch.arange(T)
+    lag = (k.unsqueeze(1) - k.unsqueeze(0)).abs().to(torch.float64)  # |t − k|
+    in_scope = (k.unsqueeze(0) < k.unsqueeze(1)) if scope == "past" else (k.unsqueeze(0) != k.unsqueeze(1))
+    off_diagonal = torch.where(in_scope, torch.tensor(lam, dtype=torch.float64) ** lag, 0.0)
+    return off_diagonal * in_credit.unsqueeze(1).to(torch.float64) + torch.eye(T, dtype=torch.float64)
 
 
-def test_ptrace_weights_the_clipped_term_by_the_detached_history(batch):
-    """loss_t = sg(exp(Σ_{k<t} κ^(t−k) log ρ_k)) · (−min(ρ_t A, clip(ρ_t) A)); no gradient through the history."""
+@pytest.mark.parametrize("scope", ["past", "sequence"])
+def test_ptrace_clips_the_credit_weighted_geometric_mean_of_ratios(batch, scope):
+    """coef_t = exp(Σ_k C[t,k] log ρ_k / Σ_k C[t,k]) inside the clip; gradient through every log ρ_k."""
     logps, old_logps, _, mask, advantages = batch
-    params = ObjectiveParams(objective="ptrace", lam=0.9, loss_type="bnpo")
+    params = ObjectiveParams(objective="ptrace", lam=0.9, loss_type="bnpo", history_scope=scope)
     loss, metrics = policy_loss(logps, old_logps, None, advantages, mask, params)
     (grad,) = torch.autograd.grad(loss, logps)
 
-    log_ratio = logps - old_logps
-    history = torch.exp(((log_ratio * mask) @ strictly_earlier(0.9).T).detach())
-    ratio = log_ratio.exp()
+    credit = credit_matrix(0.9, mask, scope)
+    log_coef = (credit @ (logps - old_logps).unsqueeze(-1)).squeeze(-1) / credit.sum(-1)
+    ratio = log_coef.exp()
     a = advantages.unsqueeze(1)
-    ppo = -torch.minimum(ratio * a, ratio.clamp(0.8, 1.2) * a)
-    expected = (history * ppo * mask).sum() / mask.sum()
+    expected = ((-torch.minimum(ratio * a, ratio.clamp(0.8, 1.2) * a)) * mask).sum() / mask.sum()
     assert loss.item() == pytest.approx(expected.item(), rel=1e-12)
-    torch.testing.assert_close(metrics["trace_weight"], history)
+    torch.testing.assert_close(metrics["trace_weight"], credit.sum(-1))
     (expected_grad,) = torch.autograd.grad(expected, logps)
     torch.testing.assert_close(grad, expected_grad, rtol=1e-12, atol=1e-14)
-    assert (history[mask.bool()] - 1).abs().max() > 0.05  # the history does weigh the tokens here
 
 
 def test_ptrace_is_grpo_at_lambda_zero_and_on_policy(batch):
     logps, old_logps, ref_logps, mask, advantages = batch
     common = dict(beta=0.04, loss_type="dapo", epsilon_high=0.28)
     grpo, _ = policy_loss(logps, old_logps, ref_logps, advantages, mask, ObjectiveParams(**common))
-    at_zero, _ = policy_loss(logps, old_logps, ref_logps, advantages, mask,
-                             ObjectiveParams(objective="ptrace", lam=0.0, **common))
-    assert at_zero.item() == grpo.item()
-    # on-policy (old = current, as TRL passes it with one step per generation) every ratio is 1: h = 1
+    for scope in ("past", "sequence"):
+        at_zero, metrics = policy_loss(logps, old_logps, ref_logps, advantages, mask,
+                                       ObjectiveParams(objective="ptrace", lam=0.0, history_scope=scope, **common))
+        assert at_zero.item() == grpo.item()
+        assert torch.equal(metrics["trace_weight"], torch.ones_like(logps))
+    # on-policy (old = current, as TRL passes it with one step per generation) every ratio is 1
     grpo, _ = policy_loss(logps, None, ref_logps, advantages, mask, ObjectiveParams(**common))
-    ptrace, metrics = policy_loss(logps, None, ref_logps, advantages, mask,
-                                  ObjectiveParams(objective="ptrace", lam=0.99, **common))
-    assert ptrace.item() == grpo.item()
-    assert torch.equal(metrics["trace_weight"], torch.ones_like(logps))
+    ptrace, _ = policy_loss(logps, None, ref_logps, advantages, mask,
+                            ObjectiveParams(objective="ptrace", lam=0.99, **common))
+    assert ptrace.item() == pytest.approx(grpo.item(), rel=1e-12)
     off_policy, _ = policy_loss(logps, old_logps, ref_logps, advantages, mask,
                                 ObjectiveParams(objective="ptrace", lam=0.99, **common))
     assert abs(off_policy.item() - policy_loss(logps, old_logps, ref_logps, advantages, mask,
@@ -289,9 +293,7 @@ def test_strace_traces_only_the_masked_tokens_and_is_ptrace_with_every_token(bat
 
     top = high_entropy_mask(entropies, mask, 0.8)
     loss_top, metrics_top = policy_loss(logps, old_logps, None, advantages, mask, strace, trace_mask=top)
-    log_ratio = (logps - old_logps).detach()
-    history = torch.exp((log_ratio * top) @ strictly_earlier(0.9).T)
-    torch.testing.assert_close(metrics_top["trace_weight"], history)
+    torch.testing.assert_close(metrics_top["trace_weight"], credit_matrix(0.9, mask * top).sum(-1))
     assert abs(loss_top.item() - loss_p.item()) > 1e-4
 
 

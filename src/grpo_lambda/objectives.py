@@ -15,14 +15,23 @@ per token; clamped from below at `advantage_clamp` when set). The objectives dif
 - ``grpo_lambda``, update ``trace`` (ε-trace, paper Eq. 1–2): log coef_t = Σ_{c≤t} W[t,c](ℓ_c − ℓ_old,c).
 - ``grpo_lambda``, update ``weight`` (ε-weight, authors' released code): the GRPO coefficient, and
   extra_t = Σ_{c≤t} W[t,c](1 + σ(ℓ_c − 1)), not detached.
-- ``ptrace`` (P-trace, arXiv 2605.05965; an interpretation of its abstract, the only public text): the
-  GRPO coefficient, and the historical importance weight extra_t = h_t with
-  h_t = sg(exp(Σ_{k<t} κ^(t−k) log ρ_k)), ρ_k = π_θ(y_k)/π_old(y_k): a decayed trace of the earlier
-  tokens' log-ratios approximating the product of their ratios. λ = 0 or an on-policy batch (ρ ≡ 1)
-  gives GRPO.
-- ``strace`` (S-trace, same source and caveat): P-trace whose trace sums only the tokens of
-  ``trace_mask`` (the caller's choice; the trainer keeps the tokens whose entropy is at or above a
-  batch quantile q, so q = 0 is P-trace): h_t = sg(exp(Σ_{k<t} κ^(t−k) m_k log ρ_k)).
+- ``ptrace`` (P-trace, arXiv 2605.05965; an INTERPRETATION of its abstract, the only public text, which
+  calls its traces approximate historical importance weights with a partial trust region, and GSPO the
+  special case of uniform credit assignment): the ratio of token t is a credit-weighted geometric mean of
+  the ratios ρ_k = π_θ(y_k)/π_old(y_k) of the tokens in its scope,
+
+      log coef_t = Σ_k C[t,k] log ρ_k / Σ_k C[t,k],   C[t,t] = 1,   C[t,k] = κ^|t−k| m_k (k ≠ t in scope),
+
+  scope "past" (k < t: the history, the default) or "sequence" (every token of the sequence), m = the
+  completion mask. coef_t enters the clip like any ratio, and the gradient flows through every log ρ_k
+  of the mean (as in GSPO and the ε-trace). κ = 0 gives GRPO's token ratio ρ_t; scope "sequence" with
+  κ = 1 gives uniform weights over the sequence, exp(mean_k log ρ_k): GSPO's sequence ratio (TRL's
+  importance_sampling_level="sequence"). Being a weighted mean, log coef_t lies between the smallest and
+  the largest log ρ_k of its scope, so it does not grow with t as a product of ratios would, and the
+  clip bounds the trust region as for GRPO.
+- ``strace`` (S-trace, same source and caveat): P-trace whose credit reaches only the tokens of
+  ``trace_mask`` (m = completion mask × trace_mask; each token keeps its own ratio): the trainer keeps
+  the tokens whose entropy is at or above a batch quantile q, so q = 0 is P-trace.
 
 W is the trace matrix of `grpo_lambda.traces`, κ = γλ. GSPO, Dr. GRPO and DAPO need no branch here:
 they are TRL options (importance_sampling_level, loss_type, scale_rewards, epsilon_high).
@@ -43,9 +52,11 @@ import torch
 from grpo_lambda.traces import FORMS, STYLES, apply_trace
 
 OBJECTIVES = ("grpo", "grpo_lambda", "ptrace", "strace")
-# The objectives whose extra factor is the historical importance weight h_t.
+# The objectives whose ratio is the credit-weighted geometric mean of the ratios in its scope (P-trace, S-trace).
 HISTORY_OBJECTIVES = ("ptrace", "strace")
 UPDATES = ("trace", "weight")
+# Which tokens lend their ratio to a token's P-trace / S-trace ratio.
+HISTORY_SCOPES = ("past", "sequence")
 # The normalisations of TRL's GRPOTrainer that this module reproduces.
 LOSS_TYPES = ("grpo", "bnpo", "dr_grpo", "dapo")
 
@@ -65,6 +76,9 @@ class ObjectiveParams:
     delta                 upper cap on the unclipped ratio (TRL's two-sided clip); None: off
     loss_type             "grpo" | "bnpo" | "dr_grpo" | "dapo", as in TRL
     max_completion_length the constant of dr_grpo's normalisation
+    history_scope         ptrace/strace: "past" (credit from earlier tokens) or "sequence" (from every token)
+    trace_length          the absolute form's n (a constant of the run, e.g. max_completion_length, so that a
+                          token's weights do not depend on the batch's padded width); None: the batch width
     """
 
     objective: str = "grpo"
@@ -82,10 +96,12 @@ class ObjectiveParams:
     delta: float | None = None
     loss_type: str = "dapo"
     max_completion_length: int | None = None
+    trace_length: int | None = None
+    history_scope: str = "past"
 
     def __post_init__(self):
         choices = {"objective": OBJECTIVES, "update": UPDATES, "loss_type": LOSS_TYPES, "style": STYLES,
-                   "form": FORMS}
+                   "form": FORMS, "history_scope": HISTORY_SCOPES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -102,6 +118,9 @@ class ObjectiveParams:
         if self.epsilon_low < 0.0 or self.epsilon_high < 0.0:
             raise ValueError(f"epsilon_low and epsilon_high must be >= 0, got {self.epsilon_low!r}, "
                              f"{self.epsilon_high!r}")
+        if self.trace_length is not None and (isinstance(self.trace_length, bool)
+                                              or not isinstance(self.trace_length, int) or self.trace_length < 1):
+            raise ValueError(f"trace_length must be a positive int or None, got {self.trace_length!r}")
         if self.loss_type == "dr_grpo" and not (self.max_completion_length or 0) > 0:
             raise ValueError("max_completion_length must be a positive int for loss_type 'dr_grpo', "
                              f"got {self.max_completion_length!r}")
@@ -113,7 +132,7 @@ class ObjectiveParams:
 
     @property
     def history_weighted(self) -> bool:
-        """The per-token loss is multiplied by the historical importance weight h_t (P-trace, S-trace)."""
+        """The ratio is the credit-weighted geometric mean of the scope's ratios (P-trace, S-trace)."""
         return self.objective in HISTORY_OBJECTIVES
 
 
@@ -144,13 +163,13 @@ def policy_loss(
     num_items: the token count dapo divides by, used as given (TRL: num_items_in_batch clamped and
     scaled to one accumulation window); default mask.sum() (at least 1).
     trace_mask: (B, T) 0/1, required by ``strace`` and refused by the others: the tokens whose log-ratio
-    enters the historical trace (e.g. `high_entropy_mask`).
+    lends credit to the other tokens' ratios (e.g. `high_entropy_mask`).
 
     Returns the loss (not scaled for gradient accumulation) and per-token metrics, detached, each
     broadcastable to (B, T) and meant to be averaged over the mask (e.g. with `masked_mean`):
     clip_ratio/low, clip_ratio/high, clip_ratio/region, trace_weight (grpo_lambda: the row sum
     Σ_c W[t,c] mask_c for the trace update, the factor e_t for the weight update; ptrace and strace:
-    the historical weight h_t), kl (beta > 0).
+    the credit mass Σ_k C[t,k]), kl (beta > 0).
     """
     _check_shapes(logps, old_logps, ref_logps, advantages, mask, params)
     _check_trace_mask(trace_mask, logps, params)
@@ -199,11 +218,13 @@ def _importance_weights(logps, log_ratio, mask, params, trace_mask):
     """(log coefficient, extra per-token factor or None, trace weight for logging or None)."""
     if params.history_weighted:
         in_trace = mask if trace_mask is None else mask * trace_mask.to(mask.dtype)
-        weight = history_weight(log_ratio, in_trace, params.lam, gamma=params.gamma)
-        return log_ratio, weight, weight
+        log_coef, credit = history_log_ratio(log_ratio, in_trace, params.lam, gamma=params.gamma,
+                                             scope=params.history_scope)
+        return log_coef, None, credit
     if not params.traced:
         return log_ratio, None, None
-    trace = dict(gamma=params.gamma, style=params.style, form=params.form, eps=params.eps, mask=mask)
+    trace = dict(gamma=params.gamma, style=params.style, form=params.form, eps=params.eps, mask=mask,
+                 length=params.trace_length)
     if params.update == "trace":
         log_coef = _traced(log_ratio, params.lam, trace)
         with torch.no_grad():
@@ -214,16 +235,31 @@ def _importance_weights(logps, log_ratio, mask, params, trace_mask):
     return log_ratio, factor, factor
 
 
-def history_weight(log_ratio: torch.Tensor, in_trace: torch.Tensor, lam: float, *, gamma: float = 1.0) -> torch.Tensor:
-    """h_t = sg(exp(Σ_{k<t} κ^(t−k) m_k log ρ_k)), κ = γλ, m = in_trace: P-trace's historical weight.
+def history_log_ratio(log_ratio: torch.Tensor, in_credit: torch.Tensor, lam: float, *, gamma: float = 1.0,
+                      scope: str = "past") -> tuple[torch.Tensor, torch.Tensor]:
+    """(log coef_t, credit mass Σ_k C[t,k]) of P-trace (module docstring), κ = γλ, m = in_credit.
 
-    The strictly-earlier sum is the GRPO-λ relative/recent trace (which includes k = t) minus the
-    token's own term. Computed in at least float32, without gradient, returned in log_ratio's dtype.
+    log coef_t = (log ρ_t + Σ_{k≠t} C[t,k] log ρ_k) / (1 + Σ_{k≠t} C[t,k]), C[t,k] = κ^|t−k| m_k for k < t
+    (scope "past") or for every k ≠ t (scope "sequence"). Differentiable in log_ratio; the sums are the
+    GRPO-λ relative/recent trace (read backwards for the later tokens), in at least float32. The credit
+    mass is detached; both come back in log_ratio's dtype.
     """
+    if scope not in HISTORY_SCOPES:
+        raise ValueError(f"scope must be one of {HISTORY_SCOPES}, got {scope!r}")
+    x = _at_least_float32(log_ratio)
+    m = in_credit.to(x.dtype)
+
+    def from_others(values):  # Σ_{k≠t in scope} κ^|t−k| values_k
+        earlier = apply_trace(values, lam, gamma=gamma) - values
+        if scope == "past":
+            return earlier
+        later = apply_trace(values.flip(-1), lam, gamma=gamma).flip(-1) - values
+        return earlier + later
+
     with torch.no_grad():
-        x = _at_least_float32(log_ratio) * in_trace.to(_wide(log_ratio.dtype))
-        log_weight = apply_trace(x, lam, gamma=gamma) - x
-        return torch.exp(log_weight).to(log_ratio.dtype)
+        credit = 1.0 + from_others(m)
+    log_coef = (x + from_others(x * m)) / credit
+    return log_coef.to(log_ratio.dtype), credit.to(log_ratio.dtype)
 
 
 def high_entropy_mask(entropies: torch.Tensor, mask: torch.Tensor, quantile: float) -> torch.Tensor:

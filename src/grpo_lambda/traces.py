@@ -11,7 +11,10 @@ W[t, t] = 1 and, for an earlier token c < t and κ = γλ:
     absolute    both     max(ε, κ^(n−c), κ^c)
     absolute    early    max(ε, κ^c)
 
-with 0^0 = 1 (so λ = 0, relative, recent, ε = 0 gives W = I: plain GRPO).
+with 0^0 = 1 (so λ = 0, relative, recent, ε = 0 gives W = I: plain GRPO). In the absolute form n is
+the trace length, a constant of the run (the authors' code uses its padded response length): by default
+the width of x, and `length` sets it, so that a token's weights do not depend on how wide the batch it
+came in was padded. The relative forms do not depend on n.
 
 `trace_matrix` builds W densely and serves as the reference. `apply_trace` computes W·x without
 ever forming W, in O(B·T) time and memory, using only non-negative powers of κ, so it stays finite
@@ -51,12 +54,17 @@ def trace_matrix(
     style: str = "recent",
     form: str = "relative",
     eps: float = 0.0,
+    length: int | None = None,
     dtype: torch.dtype = torch.float64,
 ) -> torch.Tensor:
-    """The dense (n, n) trace matrix W of the module docstring (the reference for `apply_trace`)."""
+    """The dense (n, n) trace matrix W of the module docstring (the reference for `apply_trace`).
+
+    `length` is the absolute form's n in the weights (default: n, the size of W); it must be >= n.
+    """
     kappa = _validated_kappa(lam, gamma, style, form, eps)
     if not isinstance(n, int) or isinstance(n, bool) or n < 0:
         raise ValueError(f"n must be a non-negative int, got {n!r}")
+    length = _validated_length(length, n)
     k = torch.tensor(kappa, dtype=dtype)
     t = torch.arange(n).unsqueeze(1)
     c = torch.arange(n).unsqueeze(0)
@@ -71,9 +79,9 @@ def trace_matrix(
     elif form == "relative":  # both
         weight = torch.maximum(power(t - c), power(c))
     elif style == "recent":  # absolute
-        weight = power(n - 1 - c).expand(n, n)
+        weight = power(length - 1 - c).expand(n, n)
     else:  # absolute, both
-        weight = torch.maximum(power(n - c), power(c)).expand(n, n)
+        weight = torch.maximum(power(length - c), power(c)).expand(n, n)
     weight = weight.clamp(min=eps)
     matrix = torch.where(c < t, weight, torch.zeros((), dtype=dtype))
     matrix.diagonal().fill_(1.0)
@@ -89,16 +97,19 @@ def apply_trace(
     form: str = "relative",
     eps: float = 0.0,
     mask: torch.Tensor | None = None,
+    length: int | None = None,
 ) -> torch.Tensor:
-    """y[b, t] = Σ_{c ≤ t} W[t, c] · x[b, c] · mask[b, c], with W = trace_matrix(T, lam, ...), n = T.
+    """y[b, t] = Σ_{c ≤ t} W[t, c] · x[b, c] · mask[b, c], with W = trace_matrix(T, lam, ..., length=length).
 
-    x has shape (B, T); mask (optional, 0/1) the same shape. O(B·T) time and memory,
+    x has shape (B, T); mask (optional, 0/1) the same shape. length: the absolute form's n (default T,
+    must be >= T; ignored by the relative forms, which do not depend on it). O(B·T) time and memory,
     differentiable in x, the result in x's dtype.
     """
     kappa = _validated_kappa(lam, gamma, style, form, eps)
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or not x.is_floating_point():
         shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x must be a floating-point tensor of shape (B, T), got {shape}")
+    length = _validated_length(length, x.shape[-1])
     given = x
     if mask is not None:
         if not isinstance(mask, torch.Tensor) or mask.shape != x.shape:
@@ -108,7 +119,8 @@ def apply_trace(
     if x.shape[-1] == 0:
         y = x
     elif style == "early" or form == "absolute":
-        y = _column_trace(x, _column_weights(x.shape[-1], kappa, style, eps, x.dtype, x.device))
+        n = length if style != "early" else x.shape[-1]  # early's weights do not depend on n: one cache entry
+        y = _column_trace(x, _column_weights(x.shape[-1], n, kappa, style, eps, x.dtype, x.device))
     elif style == "recent":
         y = _relative_recent(x, kappa, eps)
     else:
@@ -134,6 +146,17 @@ def _validated_kappa(lam, gamma, style, form, eps) -> float:
     return float(gamma) * float(lam)
 
 
+def _validated_length(length, width: int) -> int:
+    """The absolute form's n: `width` when None, else an int >= width."""
+    if length is None:
+        return width
+    if isinstance(length, bool) or not isinstance(length, int):
+        raise ValueError(f"length must be an int, got {length!r}")
+    if length < width:
+        raise ValueError(f"length ({length}) must be >= the number of tokens ({width})")
+    return length
+
+
 def _shift(a: torch.Tensor, k: int) -> torch.Tensor:
     """a[..., t − k], zero where t < k (k ≥ 1)."""
     if k >= a.shape[-1]:
@@ -157,16 +180,17 @@ def _block_decay(kappa: float, K: int, dtype: torch.dtype, device: torch.device)
 
 
 @functools.lru_cache(maxsize=32)
-def _column_weights(T: int, kappa: float, style: str, eps: float, dtype: torch.dtype, device: torch.device):
-    """Off-diagonal weight a_c of the forms whose weight depends on the column c only."""
+def _column_weights(T: int, length: int, kappa: float, style: str, eps: float, dtype: torch.dtype,
+                    device: torch.device):
+    """Off-diagonal weight a_c, c < T, of the forms whose weight depends on the column only (n = length)."""
     c = torch.arange(T, dtype=dtype, device=device)
     k = torch.tensor(kappa, dtype=dtype, device=device)
     if style == "early":
         weight = torch.pow(k, c)
     elif style == "recent":  # absolute
-        weight = torch.pow(k, T - 1 - c)
+        weight = torch.pow(k, length - 1 - c)
     else:  # absolute, both
-        weight = torch.maximum(torch.pow(k, T - c), torch.pow(k, c))
+        weight = torch.maximum(torch.pow(k, length - c), torch.pow(k, c))
     return weight.clamp(min=eps)
 
 

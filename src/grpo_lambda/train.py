@@ -6,6 +6,7 @@ Folder of a cell (``docs/results-format.md``)::
                            the newest (Snakemake does not know this folder, so it never deletes it)
     checkpoints/step-N/    model-only snapshots at the evaluation steps
     model/                 the final model          train_log.csv   one row per step
+    prompt_filter.json     how many training prompts ``rl.max_prompt_length`` left out
 """
 
 from __future__ import annotations
@@ -107,6 +108,31 @@ def rl_dataset(rows: list[dict], tokenizer, template: str):
                               for row in rows])
 
 
+def prompt_token_count(tokenizer, prompt) -> int:
+    """The number of tokens TRL's GRPOTrainer feeds the model for this dataset prompt (text or messages)."""
+    if isinstance(prompt, str):
+        return len(tokenizer(text=prompt)["input_ids"])  # as TRL 1.16 tokenises a text prompt
+    ids = tokenizer.apply_chat_template(prompt, add_generation_prompt=True, tokenize=True, return_dict=True)
+    return len(ids["input_ids"])
+
+
+def drop_long_prompts(dataset, tokenizer, max_prompt_length: int | None):
+    """(the rows whose prompt has at most max_prompt_length tokens, a count of what was kept and left out).
+
+    Paper Table 2's max prompt length, applied by filtering: its TRL cut longer prompts from the left, which
+    removes the instruction and the start of the problem while the gold answer stays; TRL 1.16 has no such
+    option. None keeps every row.
+    """
+    counts = {"max_prompt_length": max_prompt_length, "prompts": len(dataset), "dropped": 0}
+    if max_prompt_length is None:
+        return dataset, counts
+    kept = dataset.filter(lambda row: prompt_token_count(tokenizer, row["prompt"]) <= max_prompt_length)
+    counts["dropped"] = len(dataset) - len(kept)
+    if len(kept) == 0:
+        raise ValueError(f"rl.max_prompt_length {max_prompt_length}: every one of the {len(dataset)} prompts is longer")
+    return kept, counts
+
+
 def build_config(settings: dict, *, output_dir: str, seed: int):
     from grpo_lambda.trainer import GRPOLambdaConfig, variant_config_kwargs
 
@@ -138,6 +164,10 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
     resume_dir = cell / "resume"
     tokenizer = load_tokenizer(base, padding_side="left")
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"])
+    dataset, prompt_counts = drop_long_prompts(dataset, tokenizer, settings["rl"].get("max_prompt_length"))
+    files.write_json(cell / "prompt_filter.json", prompt_counts)
+    log.info("RL prompts: %(prompts)d, %(dropped)d left out as longer than %(max_prompt_length)s tokens",
+             prompt_counts)
     args = build_config(settings, output_dir=str(resume_dir), seed=seed)
     peft_config = None
     if settings["model"].get("lora"):

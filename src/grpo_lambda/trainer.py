@@ -11,9 +11,10 @@ loss is `grpo_lambda.objectives.policy_loss`; its metrics go to the parent's ``s
 With ``objective="grpo"`` the loss is TRL's own ``_compute_loss`` (every TRL loss type and option
 stays available there: GSPO, DAPO, Dr. GRPO, CISPO, ...), on advantages clamped at ``advantage_clamp``
 when one is set. With ``objective="grpo_lambda"``, λ = 0, relative form, recent style and no clamp the
-loss equals TRL's GRPO loss. ``objective="ptrace"`` / ``"strace"`` are P-trace and S-trace (see
-`grpo_lambda.objectives`; S-trace keeps in its trace the tokens whose entropy is at or above the
-batch's ``strace_quantile``).
+loss equals TRL's GRPO loss. ``objective="ptrace"`` / ``"strace"`` are our reading of P-trace and S-trace
+(see `grpo_lambda.objectives`: a token's ratio is a credit-weighted geometric mean of the ratios in its
+``history_scope``; λ = 0 is GRPO, scope "sequence" with λ = 1 is GSPO; S-trace gives credit only to the
+tokens whose entropy is at or above the batch's ``strace_quantile``).
 
 Two options act on the scored batch, before any loss, and combine with every objective:
 
@@ -39,6 +40,7 @@ from trl.trainer.utils import nanmax, nanmin
 
 from grpo_lambda.objectives import (
     HISTORY_OBJECTIVES,
+    HISTORY_SCOPES,
     LOSS_TYPES,
     OBJECTIVES,
     UPDATES,
@@ -82,6 +84,12 @@ class GRPOLambdaConfig(GRPOConfig):
                   "trace of 1 + σ(log π − 1) (ε-weight)."},
     )
     trace_eps: float = field(default=0.0, metadata={"help": "Floor ε of the off-diagonal trace weights."})
+    trace_length: int | None = field(
+        default=None,
+        metadata={"help": "The absolute form's n: a constant, so that a token's weights do not depend on how wide "
+                  "its batch was padded. None: max_completion_length, rounded up to pad_to_multiple_of (the "
+                  "authors' code: its padded response length)."},
+    )
     advantage_clamp: float | str | None = field(
         default="auto",
         metadata={"help": "Advantages below this value are raised to it. 'auto': −0.1 for grpo_lambda (paper "
@@ -91,6 +99,11 @@ class GRPOLambdaConfig(GRPOConfig):
         default=0.8,
         metadata={"help": "S-trace: the trace keeps the tokens whose entropy is at least this batch quantile "
                   "(0.8: the top 20 %; 0: every token, i.e. P-trace)."},
+    )
+    history_scope: str = field(
+        default="past",
+        metadata={"help": "P-trace / S-trace: the tokens whose ratios enter a token's ratio, 'past' (the earlier "
+                  "ones) or 'sequence' (all; with λ = 1 this is GSPO's sequence ratio)."},
     )
     dynamic_sampling: bool = field(
         default=False,
@@ -429,7 +442,17 @@ def objective_params(args: GRPOLambdaConfig) -> ObjectiveParams:
         delta=args.delta,
         loss_type=args.loss_type,
         max_completion_length=args.max_completion_length,
+        trace_length=args.trace_length if args.trace_length is not None else _widest_completion(args),
+        history_scope=args.history_scope,
     )
+
+
+def _widest_completion(args: GRPOLambdaConfig) -> int | None:
+    """max_completion_length, rounded up to TRL's pad_to_multiple_of: no batch is padded wider than this."""
+    length, multiple = args.max_completion_length, args.pad_to_multiple_of
+    if length is not None and isinstance(multiple, int) and not isinstance(multiple, bool) and multiple > 0:
+        return -(-length // multiple) * multiple
+    return length
 
 
 def _check_supported(args: GRPOLambdaConfig) -> None:
@@ -462,6 +485,7 @@ _OBJECTIVE_KEYS = {
     "update": ("trace_update", ("grpo_lambda",)),
     "eps": ("trace_eps", ("grpo_lambda",)),
     "strace_quantile": ("strace_quantile", ("strace",)),
+    "scope": ("history_scope", HISTORY_OBJECTIVES),
     "advantage_clamp": ("advantage_clamp", None),
     "dynamic_sampling": ("dynamic_sampling", None),
     "oar_method": ("oar_method", None),
@@ -498,10 +522,10 @@ def variant_config_kwargs(variant: dict) -> dict:
     "trace_lambda": 0.99, "trace_style": "both", ...}``. Keys left out keep the config's defaults (for
     grpo_lambda the paper's: λ 0.99, γ 1, recent, relative, trace, ε 0, clamp −0.1); the other
     objectives have no clamp unless asked. ``lam``/``gamma`` also set P-trace's and S-trace's decay,
-    ``strace_quantile`` S-trace's entropy quantile; ``dynamic_sampling`` and ``oar_*`` apply to every
-    objective (``oar_quantile``, ... only with ``oar_method``). TRL keys (loss_type, scale_rewards,
-    epsilon_high, importance_sampling_level, ...) pass through; `label` (a display name) is ignored.
-    An unknown key, a key of another objective, or a bad value raises ValueError naming it.
+    ``scope`` their history scope, ``strace_quantile`` S-trace's entropy quantile; ``dynamic_sampling`` and
+    ``oar_*`` apply to every objective (``oar_quantile``, ... only with ``oar_method``). TRL keys
+    (loss_type, scale_rewards, epsilon_high, importance_sampling_level, ...) pass through; `label` (a display
+    name) is ignored. An unknown key, a key of another objective, or a bad value raises ValueError naming it.
     """
     if not isinstance(variant, dict):
         raise ValueError(f"variant must be a dict, got {type(variant).__name__}")
@@ -558,7 +582,9 @@ _FIELD_CHECKS = {
     "trace_form": lambda name, value: _check_choice(name, value, FORMS),
     "trace_update": lambda name, value: _check_choice(name, value, UPDATES),
     "trace_eps": lambda name, value: _check_range(name, value, 0.0, math.inf),
+    "trace_length": lambda name, value: value is None or _check_positive_int(name, value),
     "strace_quantile": lambda name, value: _check_range(name, value, 0.0, 1.0),
+    "history_scope": lambda name, value: _check_choice(name, value, HISTORY_SCOPES),
     "dynamic_sampling": _check_bool,
     "oar_method": lambda name, value: _check_choice(name, value, (*OAR_METHODS, None)),
     "oar_quantile": lambda name, value: _check_range(name, value, 0.0, 1.0),

@@ -1,0 +1,150 @@
+"""The absolute form's n is the trace length, a constant of the run: a completion's trace weights and its
+loss do not depend on how wide the batch it came in was padded."""
+
+import dataclasses
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import PreTrainedTokenizerFast
+
+from grpo_lambda.objectives import ObjectiveParams, policy_loss
+from grpo_lambda.traces import apply_trace, trace_matrix
+from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer, objective_params
+from test_trainer import loss_grads_metrics, model_dir  # noqa: F401 (model_dir is a fixture)
+
+ABSOLUTE = [("recent", "absolute"), ("both", "absolute")]
+EVERY_FORM = [*ABSOLUTE, ("recent", "relative"), ("both", "relative"), ("early", "relative")]
+
+
+@pytest.mark.parametrize("style, form", EVERY_FORM)
+@pytest.mark.parametrize("width, length", [(5, 5), (5, 9), (7, 64), (1, 3)])
+def test_dense_oracle_with_a_trace_length(style, form, width, length):
+    """trace_matrix(n, length=L) is the top-left n×n block of trace_matrix(L), for every form."""
+    kwargs = dict(style=style, form=form, eps=1e-3)
+    block = trace_matrix(length, 0.8, **kwargs)[:width, :width]
+    assert torch.equal(trace_matrix(width, 0.8, length=length, **kwargs), block)
+    x = torch.randn(3, width, dtype=torch.float64, generator=torch.Generator().manual_seed(width))
+    torch.testing.assert_close(apply_trace(x, 0.8, length=length, **kwargs), x @ block.T, rtol=1e-12, atol=1e-12)
+
+
+def test_absolute_weights_by_hand_at_a_trace_length():
+    """recent: κ^(n−1−c); both: max(κ^(n−c), κ^c), with n the trace length, not the width."""
+    recent = trace_matrix(3, 0.5, form="absolute", length=5)
+    assert recent[2, :2].tolist() == [0.5**4, 0.5**3]
+    both = trace_matrix(3, 0.5, form="absolute", style="both", length=5)
+    assert both[2, :2].tolist() == [1.0, 0.5**1]  # max(κ^5, κ^0), max(κ^4, κ^1)
+    assert trace_matrix(3, 0.5, form="absolute")[2, :2].tolist() == [0.5**2, 0.5]  # default n = 3
+
+
+@pytest.mark.parametrize("length, culprit", [(3, r"length \(3\) must be >= the number of tokens \(4\)"),
+                                             (4.0, "length must be an int"), (True, "length must be an int")])
+def test_a_trace_length_shorter_than_the_batch_is_refused(length, culprit):
+    with pytest.raises(ValueError, match=culprit):
+        apply_trace(torch.zeros(2, 4), 0.9, form="absolute", length=length)
+    with pytest.raises(ValueError, match=culprit.replace("tokens", "tokens")):
+        trace_matrix(4, 0.9, form="absolute", length=length)
+
+
+def padded(rows, width):
+    """(B, width) tensors from lists of per-token values, zero-padded on the right, and the mask."""
+    values = torch.zeros(len(rows), width, dtype=torch.float64)
+    mask = torch.zeros(len(rows), width, dtype=torch.float64)
+    for i, row in enumerate(rows):
+        values[i, :len(row)] = torch.tensor(row, dtype=torch.float64)
+        mask[i, :len(row)] = 1
+    return values, mask
+
+
+@pytest.mark.parametrize("style", ["recent", "both"])
+@pytest.mark.parametrize("update", ["trace", "weight"])
+def test_same_completion_same_weights_and_loss_at_any_padded_width(style, update):
+    """One completion of 6 tokens, in a batch of width 6 or beside a completion of 40 tokens (width 40):
+    with the trace length fixed at 64 its per-token trace weights, its loss and its gradient agree."""
+    generator = torch.Generator().manual_seed(3)
+    completion = {k: (-torch.rand(6, generator=generator, dtype=torch.float64)).tolist() for k in ("new", "old")}
+    other = {w: {k: (-torch.rand(w, generator=generator, dtype=torch.float64)).tolist() for k in ("new", "old")}
+             for w in (6, 40)}
+
+    def run(width, trace_length):
+        logps, mask = padded([completion["new"], other[width]["new"]], width)
+        old_logps, _ = padded([completion["old"], other[width]["old"]], width)
+        leaf = logps.clone().requires_grad_()
+        # one completion per batch for the loss (the other row only sets the padded width)
+        params = ObjectiveParams(objective="grpo_lambda", lam=0.9, style=style, form="absolute", eps=1e-7,
+                                 update=update, loss_type="bnpo", trace_length=trace_length)
+        row_mask = mask.clone()
+        row_mask[1] = 0
+        loss, metrics = policy_loss(leaf, old_logps, None, torch.tensor([1.0, -0.5], dtype=torch.float64),
+                                    row_mask, params)
+        (gradient,) = torch.autograd.grad(loss, leaf)
+        _, full_metrics = policy_loss(logps, old_logps, None, torch.tensor([1.0, -0.5], dtype=torch.float64), mask,
+                                      params)
+        weights = full_metrics["trace_weight"][0, :6]
+        return loss.detach(), gradient[0, :6], weights
+
+    narrow, wide = run(6, 64), run(40, 64)
+    for a, b in zip(narrow, wide):
+        torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-15)
+    # without a fixed length n is the width, and the same completion is weighted differently
+    assert (run(6, None)[2] - run(40, None)[2]).abs().max() > 1e-3
+
+
+# --- through the trainer's loss -----------------------------------------------------------------------
+
+
+def one_completion_batch(trainer, width):
+    """The same prompt and 5-token completion, right-padded to `width` completion positions, off-policy."""
+    generator = torch.Generator().manual_seed(7)
+    prompt_ids = torch.randint(10, 20, (1, 4), generator=generator)
+    completion_ids = torch.randint(10, 20, (1, 5), generator=generator)
+    old_shift = 0.3 * torch.randn(1, 5, generator=generator)
+    pad = width - 5
+    completion_mask = torch.nn.functional.pad(torch.ones(1, 5, dtype=torch.long), (0, pad))
+    completion_ids = torch.nn.functional.pad(completion_ids, (0, pad), value=trainer.processing_class.pad_token_id)
+    inputs = {"prompt_ids": prompt_ids, "prompt_mask": torch.ones(1, 4, dtype=torch.long),
+              "completion_ids": completion_ids, "completion_mask": completion_mask,
+              "advantages": torch.tensor([0.8]), "num_items_in_batch": completion_mask.sum()}
+    with torch.no_grad():
+        logps, _, _ = trainer._get_per_token_logps_and_entropies(
+            trainer.model, torch.cat([prompt_ids, completion_ids], 1),
+            torch.cat([inputs["prompt_mask"], completion_mask], 1), width)
+    inputs["old_per_token_logps"] = logps + torch.nn.functional.pad(old_shift, (0, pad))
+    return inputs
+
+
+@pytest.mark.parametrize("style", ["recent", "both"])
+def test_trainer_loss_of_a_completion_does_not_depend_on_the_padded_width(model_dir, tmp_path, style):
+    args = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
+                            per_device_train_batch_size=4, num_generations=4, max_completion_length=16,
+                            loss_type="bnpo", trace_lambda=0.7, trace_style=style, trace_form="absolute",
+                            trace_eps=1e-7)
+    trainer = GRPOLambdaTrainer(model=model_dir, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                args=args, processing_class=PreTrainedTokenizerFast.from_pretrained(model_dir),
+                                train_dataset=Dataset.from_dict({"prompt": ["1+1="]}))
+    assert trainer.objective_params.trace_length == 16  # the default: max_completion_length
+    narrow = loss_grads_metrics(trainer, one_completion_batch(trainer, 5), 1)
+    wide = loss_grads_metrics(trainer, one_completion_batch(trainer, 12), 1)
+    torch.testing.assert_close(narrow[0], wide[0], rtol=1e-5, atol=1e-7)
+    for name in narrow[1]:
+        torch.testing.assert_close(narrow[1][name], wide[1][name], rtol=1e-4, atol=1e-7, msg=name)
+    assert narrow[2]["trace_weight"] == pytest.approx(wide[2]["trace_weight"], rel=1e-6)
+    # n = the batch width instead (the behaviour this replaces): the same completion is weighted differently
+    trainer.objective_params = dataclasses.replace(trainer.objective_params, trace_length=None)
+    narrow_width = loss_grads_metrics(trainer, one_completion_batch(trainer, 5), 1)
+    wide_width = loss_grads_metrics(trainer, one_completion_batch(trainer, 12), 1)
+    assert abs(narrow_width[2]["trace_weight"] - wide_width[2]["trace_weight"]) > 1e-3
+
+
+def test_default_trace_length_covers_trls_padding(tmp_path):
+    def length(**extra):
+        args = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
+                                per_device_train_batch_size=4, num_generations=4, max_completion_length=250,
+                                trace_form="absolute", **extra)
+        return objective_params(args).trace_length
+
+    assert length() == 250
+    assert length(pad_to_multiple_of=128) == 256  # TRL may pad a batch of 250-token completions to 256
+    assert length(trace_length=300) == 300
+    with pytest.raises(ValueError, match="trace_length"):
+        length(trace_length=0)
