@@ -429,10 +429,10 @@ def plain_normalize(answer: str) -> str | None:
 # --------------------------------------------------------------------------------------------------
 
 
-# A number as a model boxes it: "x = 5", "-1,234", ".35", "2.5e-3", "3 \\times 10^{8}", "90^\\circ".
+# A number as a model boxes it: "x = 5", "-1,234", ".35", "2.5e-3", "3 \\times 10^{8}", "90^{\\circ}", "62.5\\%".
 _NUMBER_BEFORE_PERIOD = re.compile(
     r"(?:[a-z]\s*=\s*)?-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)?\.?[0-9]+"
-    r"(?:\s*\\times\s*10\^\{?-?[0-9]+\}?|e[+-]?[0-9]+)?(?:\^\\circ)?")
+    r"(?:\s*\\times\s*10\^\{?-?[0-9]+\}?|e[+-]?[0-9]+)?(?:\^\{?\\circ\}?|\\?%)?")
 
 
 def _without_final_period(answer: str) -> str:
