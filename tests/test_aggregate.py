@@ -343,11 +343,19 @@ def test_sampled_completions_give_pass_at_k(tmp_path):
     assert row.k == 2 and row.sampled_accuracy == pytest.approx(3 / 8) and row.pass_at_k == pytest.approx(0.5)
 
 
-def test_a_malformed_evaluation_file_is_named(tmp_path):
+def test_a_malformed_evaluation_line_is_skipped_and_named(tmp_path, caplog):
     config = make_config()
     config["models"] = {"small": {"source": "y", "variants": ["grpo"], "datasets": ["math12k"]}}
     folder = tmp_path / "small" / "math12k" / "sft" / "eval" / "final"
     folder.mkdir(parents=True)
-    (folder / "amc.jsonl").write_text('{"id": 0, "correct": true}\n{"correct": tru\n')
-    with pytest.raises(ValueError, match=r"amc\.jsonl:2"):
+    (folder / "amc.jsonl").write_bytes(b'{"id": 0, "correct": true}\n{"correct": tru\n{"id": 1, "correct": null}\n'
+                                       b'{"id": "\xff"}\n{"id": 2, "correct": false, "length": "7"}\n'
+                                       b'{"id": 3, "correct": false}\n{"id": 0, "correct": true}\n')
+    samples = aggregate.collect_samples(tmp_path, config)
+    assert list(samples["id"]) == ["0", "3"] and list(samples["correct"]) == [1.0, 0.0]
+    for line in (2, 3, 4, 5):
+        assert f"amc.jsonl:{line}:" in caplog.text
+    assert "dropped 5 of 7 rows" in caplog.text
+    (folder / "amc.jsonl").write_text('{"id": 0, "correct": true}\n{"id": 0, "correct": false}\n')
+    with pytest.raises(ValueError, match=r"amc\.jsonl:1 and .*amc\.jsonl:2"):
         aggregate.collect_samples(tmp_path, config)

@@ -100,3 +100,132 @@ def test_the_comparison_grid_changes_only_the_variants_and_the_steps_per_generat
     assert set(default["variants"]) & set(compare["variants"]) <= {"grpo", "recent-trace-0.99"}
     for name in set(default["variants"]) & set(compare["variants"]):
         assert compare["variants"][name] == default["variants"][name], name
+
+
+# ---- cross-checks that would otherwise fail inside a job -----------------------------------------
+
+def _rl_trl(**trl):
+    return lambda c: c["rl"].update(trl=trl)
+
+
+CROSS_CHECKS = {
+    "unknown rl.trl key": (_rl_trl(steps_per_generaton=2), r"config: rl\.trl\.steps_per_generaton is not a field"),
+    "rl.trl key the pipeline sets": (_rl_trl(max_steps=3), r"rl\.trl\.max_steps is set by the pipeline itself; set rl\.max_steps"),
+    "group size does not divide the batch": (lambda c: c["rl"].update(num_generations=5),
+                                             r"rl\.num_generations \(5\) must divide .* = 32"),
+    "group size vs steps_per_generation": (lambda c: c["rl"].update(per_device_train_batch_size=4, trl={
+        "steps_per_generation": 1}), r"num_generations \(8\) must divide .*steps_per_generation 1 = 4"),
+    "both generation batch keys": (_rl_trl(steps_per_generation=2, generation_batch_size=64),
+                                   r"steps_per_generation or generation_batch_size"),
+    "a per-model batch": (lambda c: c["models"]["tiny"].update(rl={"per_device_train_batch_size": 12}),
+                          r"config: rl\.num_generations \(8\) must divide .*per_device_train_batch_size 12 x"),
+    "a per-model rl.trl key": (lambda c: c["models"]["tiny"].update(rl={"trl": {"num_generation": 4}}),
+                               r"models\.tiny\.rl\.trl\.num_generation is not a field"),
+    "variant key of another objective": (lambda c: c["variants"].update(x={"objective": "grpo", "lam": 0.9}),
+                                         r"variants\.x\.lam applies to objective grpo_lambda / ptrace / strace only"),
+    "trace style for ptrace": (lambda c: c["variants"].update(x={"objective": "ptrace", "lam": 0.9, "style": "both"}),
+                               r"variants\.x\.style applies to objective grpo_lambda only, not 'ptrace'"),
+    "OAR parameter without a method": (lambda c: c["variants"].update(x={"objective": "grpo", "oar_boost": 2.0}),
+                                       r"variants\.x\.oar_boost needs variants\.x\.oar_method"),
+    "dataset not in the registry": (lambda c: c["datasets"].update(gsm9k={"source": "registry"}),
+                                    r"datasets\.gsm9k: 'gsm9k' is not in the dataset registry"),
+    "benchmark name not in the registry": (lambda c: c["benchmarks"].update(x={"source": "registry", "name": "aime25"}),
+                                           r"benchmarks\.x\.name: 'aime25' is not in the dataset registry"),
+    "local model folder that does not exist": (lambda c: c["models"]["tiny"].update(source="./models/nope"),
+                                               r"models\.tiny\.source: the local model folder './models/nope' does not exist"),
+    "dataset path that does not exist": (lambda c: c["datasets"].update(m={"source": "registry", "name": "math12k",
+                                                                          "path": "/no/such/file.jsonl"}),
+                                         r"datasets\.m\.path: '/no/such/file.jsonl' does not exist"),
+    "checkpoint of one model past its run": (lambda c: c["models"]["tiny"].update(checkpoints=[25]),
+                                             r"models\.tiny\.checkpoints \[25\] must be below the run's 25 steps"),
+    "per-model max_steps below a checkpoint": (lambda c: (c["evaluation"].update(checkpoints=[10]),
+                                                          c["models"]["tiny"].update(rl={"max_steps": 10})),
+                                               r"evaluation\.checkpoints \[10\] must be below the run's 10 steps"),
+    "unknown reward": (lambda c: c["rl"].update(reward="lenient"), r"rl\.reward"),
+}
+
+
+@pytest.mark.parametrize("case", sorted(CROSS_CHECKS))
+def test_cross_checks_fail_before_any_job_with_one_line_naming_the_key(case):
+    mutate, message = CROSS_CHECKS[case]
+    with pytest.raises(study.ConfigError, match=message) as error:
+        study.validate(broken(mutate))
+    assert "\n" not in str(error.value)
+
+
+def test_what_the_cross_checks_accept():
+    ok = [lambda c: c["rl"].update(per_device_train_batch_size=4, gradient_accumulation_steps=2),
+          lambda c: c["rl"].update(per_device_train_batch_size=4, trl={"steps_per_generation": 2}),
+          lambda c: c["rl"].update(trl={"generation_batch_size": 64, "num_iterations": 2, "trace_lambda": 0.5}),
+          lambda c: c["rl"].update(reward="strict"),
+          lambda c: c["variants"].update(x={"objective": "strace", "lam": 0.9, "strace_quantile": 0.8}),
+          lambda c: c["datasets"].update(gsm8k={"source": "registry", "path": str(ROOT / "README.md")}),
+          lambda c: c["models"].update(q={"source": "Qwen/Qwen2.5-Math-1.5B-Instruct"})]
+    for mutate in ok:
+        study.validate(broken(mutate))
+
+
+def test_a_local_model_folder_needs_a_config(tmp_path):
+    with pytest.raises(study.ConfigError, match=r"models\.tiny\.source: .* holds no config.json"):
+        study.validate(broken(lambda c: c["models"]["tiny"].update(source=str(tmp_path))))
+    (tmp_path / "config.json").write_text("{}")
+    study.validate(broken(lambda c: c["models"]["tiny"].update(source=str(tmp_path))))
+
+
+def test_validate_prints_one_line_and_exits_2(tmp_path, cli):
+    bad = tmp_path / "bad.yaml"
+    bad.write_text(yaml.safe_dump(broken(_rl_trl(num_generatons=4))))
+    result = subprocess.run([cli, "validate", str(bad)], capture_output=True, text=True, timeout=120)
+    assert result.returncode == 2
+    assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
+    assert "rl.trl.num_generatons is not a field" in result.stderr
+    missing = subprocess.run([cli, "validate", str(tmp_path / "none.yaml")], capture_output=True, text=True, timeout=120)
+    assert missing.returncode == 2 and "Traceback" not in missing.stderr and "none.yaml" in missing.stderr
+
+
+def test_the_trl_fields_read_from_source_are_the_config_classes_fields():
+    import dataclasses
+
+    from grpo_lambda.trainer import GRPOLambdaConfig
+
+    fields = study.trl_config_fields()
+    assert set(fields) == {field.name for field in dataclasses.fields(GRPOLambdaConfig)}
+    defaults = {field.name: field.default for field in dataclasses.fields(GRPOLambdaConfig)}
+    for key in ("per_device_train_batch_size", "num_generations", "gradient_accumulation_steps",
+                "steps_per_generation", "generation_batch_size"):
+        assert fields[key] == defaults[key], key
+
+
+def test_the_variant_key_table_matches_the_trainer():
+    from grpo_lambda import trainer
+
+    for key, (_, objectives) in trainer._OBJECTIVE_KEYS.items():
+        expected = None if objectives is None else set(objectives)
+        got = study.VARIANT_KEY_OBJECTIVES.get(key)
+        assert (None if got is None else set(got)) == expected, key
+    assert set(study.OAR_PARAMETER_KEYS) == set(trainer._OAR_PARAMETER_KEYS)
+
+
+@pytest.mark.parametrize("per_device,accumulation,steps,batch,generations", [
+    (32, 1, None, None, 8), (32, 1, None, None, 5), (4, 2, None, None, 8), (4, 1, 2, None, 8), (4, 1, 3, None, 8),
+    (8, 1, None, 24, 8), (8, 1, None, 20, 4), (6, 2, None, None, 4), (6, 1, None, None, 4)])
+def test_batch_divisibility_agrees_with_trl(per_device, accumulation, steps, batch, generations, tmp_path):
+    from grpo_lambda.trainer import GRPOLambdaConfig
+
+    trl = {key: value for key, value in (("steps_per_generation", steps), ("generation_batch_size", batch))
+           if value is not None}
+    try:
+        GRPOLambdaConfig(output_dir=str(tmp_path), per_device_train_batch_size=per_device, num_generations=generations,
+                         gradient_accumulation_steps=accumulation, report_to="none", use_cpu=True, bf16=False,
+                         **trl)
+        trl_accepts = True
+    except ValueError:
+        trl_accepts = False
+    mutate = lambda c: c["rl"].update(per_device_train_batch_size=per_device, num_generations=generations,  # noqa: E731
+                                      gradient_accumulation_steps=accumulation, trl=trl)
+    try:
+        study.validate(broken(mutate))
+        we_accept = True
+    except study.ConfigError:
+        we_accept = False
+    assert we_accept == trl_accepts

@@ -63,7 +63,10 @@ def test_same_seed_gives_identical_rewards_and_a_killed_run_resumes(cli, setup):
     os.killpg(process.pid, signal.SIGKILL)
     process.wait()
     assert process.returncode == -signal.SIGKILL, "the run ended before it could be killed halfway"
-    assert not (killed / "model").exists() and not (killed / "train_log.csv").exists()
+    assert not (killed / "model").exists()
+    with open(killed / "train_log.csv") as handle:  # written live: the steps up to the kill are there
+        logged = [int(row["step"]) for row in csv.DictReader(handle)]
+    assert logged == list(range(1, len(logged) + 1)) and len(logged) >= STEPS // 2
 
     rerun = subprocess.run(train_command(cli, setup, killed), capture_output=True, text=True, timeout=600)
     assert rerun.returncode == 0, rerun.stderr[-2000:]
@@ -74,3 +77,80 @@ def test_same_seed_gives_identical_rewards_and_a_killed_run_resumes(cli, setup):
     assert (killed / "model" / "model.safetensors").exists()
     # The steps before the kill replay the uninterrupted run exactly.
     assert rewards(killed)[:resumed_from] == rewards(first)[:resumed_from]
+
+
+# ---- settings fingerprint: other settings never resume a cell's state ----------------------------
+
+def with_lambda(settings, lam):
+    changed = json.loads(json.dumps(settings))
+    changed["variant"]["lam"] = lam
+    return changed
+
+
+def train_in_process(setup, cell, settings):
+    from grpo_lambda import train
+
+    folder, data, sft_dir, _ = setup
+    train.run(settings, base=str(sft_dir), data_path=str(data), cell_dir=str(cell), seed=0)
+    with open(cell / "train_log.csv") as handle:
+        log = [{k: v for k, v in row.items() if k != "step_time"} for row in csv.DictReader(handle)]
+    assert [int(row["step"]) for row in log] == list(range(1, STEPS + 1))
+    return log, (cell / "model" / "model.safetensors").read_bytes()
+
+
+def final_step(cell):
+    return json.loads((cell / "resume" / f"checkpoint-{STEPS}" / "trainer_state.json").read_text())["global_step"]
+
+
+def length_reward(completions, **kwargs):
+    # A reward that varies within every group, so that each step moves the weights and λ matters
+    # (the tiny SFT model of this module boxes no answer yet: accuracy would be 0 throughout).
+    return [len(completion) / 100 for completion in completions]
+
+
+def test_a_changed_lambda_never_resumes_the_old_state(setup, caplog, monkeypatch):
+    import shutil
+
+    from grpo_lambda import rewards
+
+    monkeypatch.setitem(rewards.REWARDS, "evaluation", length_reward)
+
+    folder, _, _, settings = setup
+    old, new = settings, with_lambda(settings, 0.5)
+    cell, partial, fresh = folder / "fp-cell", folder / "fp-partial", folder / "fp-fresh"
+    old_log, old_model = train_in_process(setup, cell, old)
+    shutil.copytree(cell, partial)
+
+    # Same settings on a finished cell: published as it is, not trained a step further.
+    (cell / "model").rename(folder / "fp-dropped-model")
+    (cell / "train_log.csv").unlink()
+    with caplog.at_level("INFO"):
+        assert train_in_process(setup, cell, old) == (old_log, old_model)
+    assert "already trained to step" in caplog.text and final_step(cell) == STEPS
+    assert not list(cell.glob("superseded-*"))
+
+    new_log, new_model = train_in_process(setup, fresh, new)
+    assert new_model != old_model
+
+    # λ changed after a full run: the old state is kept aside and the cell is trained afresh.
+    assert train_in_process(setup, cell, new) == (new_log, new_model)
+    [aside] = cell.glob("superseded-*")
+    assert (aside / "model" / "model.safetensors").read_bytes() == old_model
+    assert (aside / "train_log.csv").exists() and (aside / "checkpoints" / "step-3").exists()
+    assert (aside / "resume" / "fingerprint.json").exists()
+
+    # λ changed after a partial run (killed after step 6): fresh too, not steps 1-6 of the old λ.
+    shutil.rmtree(partial / "resume" / f"checkpoint-{STEPS}")
+    shutil.rmtree(partial / "model")
+    (partial / "train_log.csv").unlink()
+    assert train_in_process(setup, partial, new) == (new_log, new_model)
+    assert len(list(partial.glob("superseded-*"))) == 1
+
+    # The same settings resume: a partial state of the new λ ends where a fresh run does.
+    shutil.rmtree(partial / "resume" / f"checkpoint-{STEPS}")
+    shutil.rmtree(partial / "model")
+    with caplog.at_level("INFO"):
+        caplog.clear()
+        resumed_log, _ = train_in_process(setup, partial, new)
+    assert "resuming from" in caplog.text and len(list(partial.glob("superseded-*"))) == 1
+    assert [row["reward"] for row in resumed_log[:6]] == [row["reward"] for row in new_log[:6]]

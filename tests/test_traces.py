@@ -162,3 +162,51 @@ def test_shape_errors_name_the_culprit():
         apply_trace(torch.zeros(2, 3, dtype=torch.long), 0.9)
     with pytest.raises(ValueError, match="n"):
         trace_matrix(-1, 0.9)
+
+
+# --- the relative kernels: exact at the benchmark's size, across chunk boundaries, at any κ ---------
+
+
+@pytest.mark.parametrize("style", ["recent", "both"])
+@pytest.mark.parametrize("lam", [0.99, 0.3, 1e-30])
+def test_relative_trace_is_exact_at_benchmark_size(style, lam):
+    # T = 4096 holds one chunk at λ = 0.99, many at λ = 0.3 (and a partial last one at T = 3001);
+    # at λ = 1e-30 chunks would be too short to use, so the decay-matrix scan takes over.
+    generator = torch.Generator().manual_seed(11)
+    for length, eps in [(4096, 1e-7), (3001, 0.0), (3001, 0.05)]:
+        x = torch.randn(8, length, dtype=torch.float64, generator=generator, requires_grad=True)
+        matrix = trace_matrix(length, lam, style=style, eps=eps)
+        y = apply_trace(x, lam, style=style, eps=eps)
+        expected = x @ matrix.T
+        upstream = torch.randn(8, length, dtype=torch.float64, generator=generator)
+        (grad,) = torch.autograd.grad((y * upstream).sum(), x)
+        (expected_grad,) = torch.autograd.grad((expected * upstream).sum(), x)
+        case = f"T={length} eps={eps}"
+        assert (y - expected).abs().max().item() <= 1e-10 * expected.abs().max().item(), case
+        assert (grad - expected_grad).abs().max().item() <= 1e-10 * expected_grad.abs().max().item(), case
+
+
+@pytest.mark.parametrize("style", ["recent", "both"])
+def test_relative_trace_float32_is_as_accurate_as_its_precision_on_long_sequences(style):
+    # float32 chunks are short (κ^(−L) ≤ 2^32), so T = 65536 crosses hundreds of chunk boundaries.
+    x = torch.randn(2, 65536, dtype=torch.float64, generator=torch.Generator().manual_seed(3))
+    for lam, eps in [(0.99, 1e-7), (0.9, 0.0), (0.999, 0.0)]:
+        y64 = apply_trace(x, lam, style=style, eps=eps)
+        y32 = apply_trace(x.float(), lam, style=style, eps=eps)
+        assert torch.isfinite(y32).all()
+        # a float32 prefix sum of t terms errs by a few ulp of Σ|x|: bound the error by that scale
+        scale = torch.cumsum(x.abs(), dim=-1)
+        assert ((y32.double() - y64).abs() <= 1e-6 * scale).all(), (lam, eps)
+
+
+@pytest.mark.parametrize("style", ["recent", "both"])
+def test_relative_trace_is_exact_on_long_sequences_with_large_inputs(style):
+    # Scaled chunk sums must not overflow even where x is huge and κ small; rows against the table.
+    length = 65536
+    x = 1e100 * torch.randn(1, length, dtype=torch.float64, generator=torch.Generator().manual_seed(5))
+    for lam, eps in [(0.999, 0.0), (0.5, 1e-7), (1e-5, 0.0)]:
+        y = apply_trace(x, lam, style=style, eps=eps)
+        assert torch.isfinite(y).all()
+        for t in (0, 1, 255, 256, 257, 17656, 40000, length - 1):
+            expected = _reference_row(x[0], t, lam, style, "relative", eps)
+            assert y[0, t].item() == pytest.approx(expected, rel=1e-9, abs=1e-9 * 1e100 * math.sqrt(t + 1)), (lam, t)

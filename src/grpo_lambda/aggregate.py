@@ -47,7 +47,6 @@ training sets of a mean over datasets are fixed (they are the study's design, no
 
 from __future__ import annotations
 
-import json
 import math
 import os
 from collections.abc import Iterable
@@ -57,6 +56,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
+from grpo_lambda import files
 from grpo_lambda.config import model_datasets, model_variants, rl_settings
 from grpo_lambda.files import write_text
 from grpo_lambda.stats import Interval, Term, bootstrap_linear
@@ -279,27 +279,42 @@ def eval_file(results_dir: str | os.PathLike, model: str, dataset: str, variant:
 _SAMPLE_FIELDS = ["id", "mode", "sample", "correct", "formatted", "length"]
 
 
+# What a per-sample evaluation line must hold (docs/results-format.md); the other fields may be absent.
+_SAMPLE_REQUIRED = {"id": (str, int), "correct": (bool, int, float)}
+_SAMPLE_OPTIONAL = {"mode": str, "sample": int, "formatted": (bool, int, float), "length": (int, float)}
+
+
 def _read_samples(path: Path, columns: dict[str, list]) -> int:
-    """Append the fields of each line of an evaluation file to ``columns``; return the line count."""
+    """Append the fields of each line of an evaluation file to ``columns``; return the line count.
+
+    A bad line (not UTF-8, not JSON, a required field missing or null, a field of the wrong type) is
+    skipped and named (``path:line``) in the log, with a summary line for the file; the same
+    (id, mode, sample) twice is dropped when it agrees and an error naming both lines when not.
+    """
+    summary = files.ReadSummary(str(path))
+    seen: dict[tuple, tuple[int, bool]] = {}
     count = 0
-    with open(path, encoding="utf-8") as handle:
-        for line_no, line in enumerate(handle, 1):
-            if not line.strip():
-                continue
-            try:
-                row = json.loads(line)
-            except json.JSONDecodeError as error:
-                raise ValueError(f"{path}:{line_no}: not JSON ({error})") from error
-            if "id" not in row:
-                raise ValueError(f"{path}:{line_no}: a sample without 'id' (see docs/results-format.md)")
-            length = row.get("length")
-            columns["id"].append(str(row["id"]))
-            columns["mode"].append(row.get("mode", "greedy"))
-            columns["sample"].append(int(row.get("sample", 0)))
-            columns["correct"].append(float(bool(row.get("correct"))))
-            columns["formatted"].append(float(bool(row.get("formatted"))))
-            columns["length"].append(float("nan") if length is None else float(length))
-            count += 1
+    for line_no, row in files.iter_jsonl(path, summary, fields=_SAMPLE_REQUIRED, optional=_SAMPLE_OPTIONAL):
+        key = (str(row["id"]), row.get("mode", "greedy"), int(row.get("sample", 0)))
+        if key in seen:
+            earlier, correct = seen[key]
+            if correct != bool(row["correct"]):
+                raise ValueError(f"{path}:{earlier} and {path}:{line_no}: sample {key} appears twice, graded "
+                                 "differently")
+            summary.duplicates += 1
+            continue
+        seen[key] = (line_no, bool(row["correct"]))
+        length = row.get("length")
+        columns["id"].append(key[0])
+        columns["mode"].append(key[1])
+        columns["sample"].append(key[2])
+        columns["correct"].append(float(bool(row["correct"])))
+        columns["formatted"].append(float(bool(row.get("formatted"))))
+        columns["length"].append(float("nan") if length is None else float(length))
+        count += 1
+    summary.rows = count
+    if summary.total_skipped or summary.duplicates:
+        summary.report()
     return count
 
 

@@ -1,8 +1,9 @@
-"""``grpo-lambda <stage>``: one subcommand per pipeline stage; each Snakemake rule calls one.
+"""grpo-lambda <stage>: one subcommand per pipeline stage; each Snakemake rule calls one.
 
-A stage takes its cell's settings either as JSON (``--settings``, what the rules pass: the settings
-are the rule's params, so a change reruns exactly the cells it touches) or from a config file and the
-cell's names (``--config config/config.yaml --model tiny ...``), for running a stage by hand.
+A stage takes its cell's settings either as JSON (--settings, what the rules pass: the settings are
+the rule's params, so a change reruns exactly the cells it touches) or from a config file and the
+cell's names (--config config/config.yaml --model tiny ...), for running a stage by hand.
+grpo-lambda status shows where a running grid stands.
 """
 
 from __future__ import annotations
@@ -12,15 +13,77 @@ import json
 import logging
 import sys
 
+from grpo_lambda import __version__
 
-def _settings(args, stage: str, **cell) -> dict:
-    if args.settings:
-        return json.loads(args.settings)
-    if not args.config:
-        raise SystemExit(f"grpo-lambda {stage}: give --settings JSON or --config FILE with the cell's names")
+
+class UsageError(Exception):
+    """A missing or wrong argument: reported as one line, without a traceback."""
+
+
+# The cell names a stage may take with --config, and what each names.
+CELL_OPTIONS = {
+    "model": "a model under models: in the --config file",
+    "dataset": "a training set under datasets: in the --config file",
+    "variant": "an objective variant under variants: in the --config file",
+    "benchmark": "a benchmark under benchmarks: in the --config file",
+}
+# The config section each cell name is looked up in.
+_SECTIONS = {"model": "models", "dataset": "datasets", "variant": "variants", "benchmark": "benchmarks"}
+
+
+def _load_config(path: str) -> dict:
     from grpo_lambda import config as config_module
 
-    return config_module.stage_settings(config_module.load(args.config), stage, **cell)
+    try:
+        return config_module.load(path)
+    except FileNotFoundError:
+        raise UsageError(f"config file {path} does not exist") from None
+    except config_module.ConfigError as error:
+        raise UsageError(str(error)) from None
+    except Exception as error:  # a YAML syntax error, a folder given as a file, ...
+        raise UsageError(f"cannot read config file {path}: {str(error).splitlines()[0]}") from None
+
+
+def _settings(args, stage: str, **cell) -> dict:
+    """The stage's settings: --settings JSON as given, or cut from --config for the named cell.
+
+    Every name in ``cell`` is required with --config, except for prepare, which takes exactly one
+    of --dataset and --benchmark.
+    """
+    if args.settings:
+        return _json_settings(args.settings)
+    if not args.config:
+        raise UsageError("give --settings JSON or --config FILE with the cell's names")
+    config = _load_config(args.config)
+    given = {name: value for name, value in cell.items() if value is not None}
+    if stage == "prepare":
+        if len(given) != 1:
+            raise UsageError("with --config, name exactly one of --dataset NAME and --benchmark NAME")
+    else:
+        missing = [name for name in cell if name not in given]
+        if missing:
+            raise UsageError(f"with --config, also give {' '.join(f'--{name} NAME' for name in missing)} "
+                             f"({_choices(config, missing[0])})")
+    for name, value in given.items():
+        if value not in config[_SECTIONS[name]]:
+            raise UsageError(f"--{name} {value!r} is not in {args.config}; {_choices(config, name)}")
+    from grpo_lambda import config as config_module
+
+    return config_module.stage_settings(config, stage, **cell)
+
+
+def _choices(config: dict, name: str) -> str:
+    return f"{_SECTIONS[name]} there: {', '.join(config[_SECTIONS[name]])}"
+
+
+def _json_settings(text: str) -> dict:
+    try:
+        settings = json.loads(text)
+    except json.JSONDecodeError as error:
+        raise UsageError(f"--settings is not valid JSON: {error}") from None
+    if not isinstance(settings, dict):
+        raise UsageError(f"--settings must be a JSON object, got {type(settings).__name__}")
+    return settings
 
 
 def _threads(args) -> None:
@@ -31,10 +94,22 @@ def _threads(args) -> None:
 
 
 def cmd_validate(args) -> None:
+    """Exit 0 with the cell count, or 2 with the one-line reason (no traceback) when it is invalid."""
     from grpo_lambda import config as config_module
 
-    config = config_module.load(args.config)
+    config = _load_config(args.config)
     print(f"{args.config}: valid; {len(config_module.rl_cells(config))} RL cells")
+
+
+def cmd_status(args) -> None:
+    from grpo_lambda import status
+
+    report = status.grid_status(_load_config(args.configfile), results=args.results,
+                                stale_minutes=args.stale_minutes)
+    if args.json:
+        print(json.dumps(report, indent=2))
+    else:
+        print("\n".join(status.format_status(report)))
 
 
 def cmd_build_tiny(args) -> None:
@@ -54,8 +129,9 @@ def cmd_prepare(args) -> None:
 def cmd_sft(args) -> None:
     from grpo_lambda import sft
 
-    _threads(args)
     settings = _settings(args, "sft", model=args.model, dataset=args.dataset)
+    _require_files(data=args.data)
+    _threads(args)
     sft.run(settings, base=args.base, data_path=args.data, out_dir=args.out)
 
 
@@ -70,29 +146,39 @@ def cmd_prepare_sft(args) -> None:
 def cmd_train(args) -> None:
     from grpo_lambda import train
 
-    _threads(args)
     settings = _settings(args, "train", model=args.model, dataset=args.dataset, variant=args.variant)
+    _require_files(data=args.data)
+    _threads(args)
     train.run(settings, base=args.base, data_path=args.data, cell_dir=args.cell, seed=args.seed)
 
 
 def cmd_evaluate(args) -> None:
     from grpo_lambda import evaluate
 
-    _threads(args)
     settings = _settings(args, "evaluate", model=args.model, dataset=args.dataset, variant=args.variant)
+    _require_files(bench=args.bench)
+    _threads(args)
     evaluate.run(settings, model_path=args.checkpoint, benchmark_paths=args.bench, out_dir=args.out_dir,
                  seed=args.seed, step=args.step)
+
+
+def _require_files(**options) -> None:
+    """Each option's file (or list of files) must exist: a missing input is named before any work."""
+    from pathlib import Path
+
+    for option, paths in options.items():
+        for path in paths if isinstance(paths, list) else [paths]:
+            if not Path(path).is_file():
+                raise UsageError(f"--{option.replace('_', '-')} {path}: no such file")
 
 
 def _study(args, stage: str) -> dict:
     """The whole config, for the stages that read every cell (aggregate, figures)."""
     if args.settings:
-        return json.loads(args.settings)
+        return _json_settings(args.settings)
     if not args.config:
-        raise SystemExit(f"grpo-lambda {stage}: give --settings JSON or --config FILE")
-    from grpo_lambda import config as config_module
-
-    return config_module.load(args.config)
+        raise UsageError("give --settings JSON or --config FILE")
+    return _load_config(args.config)
 
 
 def cmd_aggregate(args) -> None:
@@ -107,30 +193,79 @@ def cmd_figures(args) -> None:
     print("\n".join(figures.main(_study(args, "figures"), args.results, args.out)))
 
 
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 1:
+        raise argparse.ArgumentTypeError(f"must be at least 1, got {value}")
+    return value
+
+
+def _non_negative_int(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if value < 0:
+        raise argparse.ArgumentTypeError(f"must be 0 or more, got {value}")
+    return value
+
+
+def _step(text: str) -> str:
+    if text != "final" and not text.isdigit():
+        raise argparse.ArgumentTypeError(f"expected 'final' or a step number, got {text!r}")
+    return text
+
+
+THREADS_HELP = "torch CPU threads for this job (default: torch's choice)"
+
+
 def parser() -> argparse.ArgumentParser:
-    root = argparse.ArgumentParser(prog="grpo-lambda", description=__doc__.split("\n")[0])
-    stages = root.add_subparsers(dest="stage", required=True)
+    root = argparse.ArgumentParser(prog="grpo-lambda", description=__doc__,
+                                   formatter_class=argparse.RawDescriptionHelpFormatter)
+    root.add_argument("--version", action="version", version=f"%(prog)s {__version__}")
+    stages = root.add_subparsers(dest="stage", required=True, metavar="STAGE",
+                                 title="stages", description="run `grpo-lambda STAGE --help` for a stage's options")
 
     def stage(name, handler, help_text, cell=()):
-        sub = stages.add_parser(name, help=help_text)
+        """A stage that reads its cell's settings from --settings JSON or from --config and the cell's names."""
+        sub = stages.add_parser(name, help=help_text, description=help_text)
         source = sub.add_mutually_exclusive_group()
-        source.add_argument("--settings", help="the cell's settings as JSON (what the rules pass)")
-        source.add_argument("--config", help="a config file; the cell is named by the options below")
+        source.add_argument("--settings", metavar="JSON", help="the cell's settings as JSON (what the rules pass)")
+        source.add_argument("--config", metavar="FILE", help="a config file; the cell is named by the options below")
         for option in cell:
-            sub.add_argument(f"--{option}")
+            sub.add_argument(f"--{option}", metavar="NAME", help=CELL_OPTIONS[option])
         sub.set_defaults(handler=handler)
         return sub
 
-    sub = stages.add_parser("validate", help="check a config file and count its RL cells")
-    sub.add_argument("config")
+    sub = stages.add_parser("validate", help="check a config file and count its RL cells",
+                            description="Check a config file against the schema and count its RL cells.")
+    sub.add_argument("config", metavar="FILE", help="the config file, e.g. config/paper.yaml")
     sub.set_defaults(handler=cmd_validate)
 
+    sub = stages.add_parser(
+        "status", help="where a grid stands: done, running, failed, stalled and missing cells",
+        description="One line per RL cell of the config: done; running (last step, last reward, steps per "
+                    "minute, time left); failed (the line of its job log that says why); stalled (started, "
+                    "nothing written for --stale-minutes: a rerun resumes it); missing. Then the totals. "
+                    "Reads the results tree only, so it works while a grid is writing it.")
+    sub.add_argument("--configfile", metavar="FILE", default="config/config.yaml",
+                     help="the config the grid runs, as given to snakemake --configfile "
+                          "(default: %(default)s, Snakemake's default)")
+    sub.add_argument("--results", metavar="DIR", help="the results folder (default: the config's results:)")
+    sub.add_argument("--stale-minutes", type=float, default=30.0, metavar="MIN",
+                     help="a started cell with no write for longer is stalled, not running (default: %(default)s)")
+    sub.add_argument("--json", action="store_true", help="print the cells and totals as JSON, for scripts")
+    sub.set_defaults(handler=cmd_status)
+
     sub = stage("build-tiny", cmd_build_tiny, "build and save the offline tiny model", ["model"])
-    sub.add_argument("--out", required=True)
+    sub.add_argument("--out", required=True, metavar="DIR", help="folder to write the model and tokenizer to")
 
     sub = stage("prepare", cmd_prepare, "write a training set or benchmark as normalised JSONL",
                 ["dataset", "benchmark"])
-    sub.add_argument("--out", required=True)
+    sub.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
 
     sub = stage("prepare-sft", cmd_prepare_sft, "the SFT set by self-distillation: the base model's correct samples",
                 ["model", "dataset"])
@@ -141,38 +276,48 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--threads", type=int)
 
     sub = stage("sft", cmd_sft, "supervised fine-tuning", ["model", "dataset"])
-    sub.add_argument("--base", required=True, help="hub id or folder of the base model")
-    sub.add_argument("--data", required=True)
-    sub.add_argument("--out", required=True)
-    sub.add_argument("--threads", type=int)
+    sub.add_argument("--base", required=True, metavar="MODEL", help="hub id or folder of the base model")
+    sub.add_argument("--data", required=True, metavar="FILE", help="the training set's JSONL (from prepare)")
+    sub.add_argument("--out", required=True, metavar="DIR", help="folder to write the fine-tuned model to")
+    sub.add_argument("--threads", type=_positive_int, metavar="N", help=THREADS_HELP)
 
     sub = stage("train", cmd_train, "RL training of one cell (resumes if interrupted)", ["model", "dataset", "variant"])
-    sub.add_argument("--base", required=True, help="folder of the SFT model")
-    sub.add_argument("--data", required=True)
-    sub.add_argument("--cell", required=True, help="the cell's folder: results/<model>/<dataset>/<variant>/seed<seed>")
-    sub.add_argument("--seed", type=int, required=True)
-    sub.add_argument("--threads", type=int)
+    sub.add_argument("--base", required=True, metavar="DIR", help="folder of the SFT model")
+    sub.add_argument("--data", required=True, metavar="FILE", help="the training set's JSONL (from prepare)")
+    sub.add_argument("--cell", required=True, metavar="DIR",
+                     help="the cell's folder: results/<model>/<dataset>/<variant>/seed<seed>")
+    sub.add_argument("--seed", type=_non_negative_int, required=True, metavar="N", help="the cell's training seed")
+    sub.add_argument("--threads", type=_positive_int, metavar="N", help=THREADS_HELP)
 
     sub = stage("evaluate", cmd_evaluate, "evaluate one checkpoint on benchmarks", ["model", "dataset", "variant"])
-    sub.add_argument("--checkpoint", required=True)
-    sub.add_argument("--bench", required=True, nargs="+", help="benchmark JSONL files, named by their stem")
-    sub.add_argument("--out-dir", required=True, help="gets <benchmark>.jsonl and <benchmark>.json per benchmark")
-    sub.add_argument("--seed", type=int)
-    sub.add_argument("--step", default="final")
-    sub.add_argument("--threads", type=int)
+    sub.add_argument("--checkpoint", required=True, metavar="DIR", help="folder of the model to evaluate")
+    sub.add_argument("--bench", required=True, nargs="+", metavar="FILE",
+                     help="benchmark JSONL files, named by their stem")
+    sub.add_argument("--out-dir", required=True, metavar="DIR",
+                     help="gets <benchmark>.jsonl and <benchmark>.json per benchmark")
+    sub.add_argument("--seed", type=_non_negative_int, metavar="N",
+                     help="the cell's seed, recorded in the summaries and seeding sampling (default: 0)")
+    sub.add_argument("--step", default="final", type=_step, metavar="STEP",
+                     help="the checkpoint's training step, or 'final' (default)")
+    sub.add_argument("--threads", type=_positive_int, metavar="N", help=THREADS_HELP)
 
     for name, handler, help_text in (("aggregate", cmd_aggregate, "tables from results/"),
                                      ("figures", cmd_figures, "figures from results/")):
         sub = stage(name, handler, help_text)
-        sub.add_argument("--results", default="results")
-        sub.add_argument("--out", required=True)
+        sub.add_argument("--results", default="results", metavar="DIR", help="the results folder (default: %(default)s)")
+        sub.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
     return root
 
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     args = parser().parse_args(argv)
-    args.handler(args)
+    try:
+        args.handler(args)
+    except UsageError as error:
+        # Exit status 2, as argparse gives for its own usage errors.
+        print(f"grpo-lambda {args.stage}: error: {error}".replace("\n", " "), file=sys.stderr)
+        raise SystemExit(2) from None
 
 
 if __name__ == "__main__":

@@ -10,7 +10,11 @@ cell's settings reruns that cell and nothing else.
 
 from __future__ import annotations
 
+import ast
 import copy
+import functools
+import importlib.util
+import math
 from importlib import resources
 from pathlib import Path
 
@@ -64,6 +68,11 @@ def validate(config: dict, *, source: str = "config") -> dict:
         error = jsonschema.exceptions.best_match(errors)
         raise ConfigError(f"{source}: invalid value at '{_key_path(error)}': {error.message}")
     _check_references(config, source)
+    _check_data_names(config, source)
+    _check_local_paths(config, source)
+    _check_variants(config, source)
+    for model in config["models"]:
+        _check_rl(config, model, source)
     return config
 
 
@@ -178,3 +187,175 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
         return {"model": model_part, "dataset": dataset, "variant": variant,
                 "evaluation": {k: v for k, v in config["evaluation"].items() if k != "checkpoints"}}
     raise ValueError(f"stage {stage!r} is unknown")
+
+
+# ---- cross-checks that would otherwise fail inside a job ------------------------------------------
+
+def _check_data_names(config: dict, source: str) -> None:
+    from grpo_lambda.data.registry import DATASETS
+
+    for kind in ("datasets", "benchmarks"):
+        for key, spec in config[kind].items():
+            name = spec.get("name", key)
+            if spec["source"] == "registry" and name not in DATASETS:
+                where = f"{kind}.{key}.name" if "name" in spec else f"{kind}.{key}"
+                raise ConfigError(f"{source}: {where}: {name!r} is not in the dataset registry "
+                                  f"(grpo_lambda/data/registry.py; known: {', '.join(sorted(DATASETS))})")
+
+
+def looks_local(model_source: str) -> bool:
+    """A model source meant as a folder on disk rather than a hub id (``org/name``)."""
+    return (model_source.startswith(("/", ".", "~")) or model_source.count("/") > 1 or "\\" in model_source
+            or Path(model_source).exists())
+
+
+def _check_local_paths(config: dict, source: str) -> None:
+    for model, spec in config["models"].items():
+        if spec["source"] != "tiny" and looks_local(spec["source"]):
+            folder = Path(spec["source"]).expanduser()
+            if not (folder / "config.json").is_file():
+                what = "holds no config.json" if folder.is_dir() else "does not exist"
+                raise ConfigError(f"{source}: models.{model}.source: the local model folder {spec['source']!r} {what}")
+    for kind in ("datasets", "benchmarks"):
+        for key, spec in config[kind].items():
+            if "path" in spec and not Path(spec["path"]).expanduser().exists():
+                raise ConfigError(f"{source}: {kind}.{key}.path: {spec['path']!r} does not exist")
+
+
+# Variant key -> the objectives it applies to (grpo_lambda.trainer.variant_config_kwargs; a test
+# keeps the two in step). Keys not listed apply to every objective.
+VARIANT_KEY_OBJECTIVES = {
+    "lam": ("grpo_lambda", "ptrace", "strace"),
+    "gamma": ("grpo_lambda", "ptrace", "strace"),
+    "style": ("grpo_lambda",),
+    "form": ("grpo_lambda",),
+    "update": ("grpo_lambda",),
+    "eps": ("grpo_lambda",),
+    "strace_quantile": ("strace",),
+    "scope": ("ptrace", "strace"),
+}
+OAR_PARAMETER_KEYS = ("oar_quantile", "oar_boost", "oar_sigma", "oar_answer_tokens")
+
+
+def _check_variants(config: dict, source: str) -> None:
+    for name, variant in config["variants"].items():
+        objective = variant["objective"]
+        for key in variant:
+            if objective not in VARIANT_KEY_OBJECTIVES.get(key, (objective,)):
+                only = " / ".join(VARIANT_KEY_OBJECTIVES[key])
+                raise ConfigError(f"{source}: variants.{name}.{key} applies to objective {only} only, "
+                                  f"not {objective!r}")
+        stray = [key for key in OAR_PARAMETER_KEYS if key in variant]
+        if stray and variant.get("oar_method") is None:
+            raise ConfigError(f"{source}: variants.{name}.{stray[0]} needs variants.{name}.oar_method "
+                              "('gradient' or 'perturbation')")
+
+
+# Set by the pipeline itself (grpo_lambda.train.build_config): rl.trl may not override them.
+PIPELINE_TRL_KEYS = {"output_dir": None, "max_steps": "rl.max_steps", "seed": "seeds",
+                     "logging_steps": None, "logging_nan_inf_filter": None, "save_strategy": None,
+                     "save_steps": "rl.save_steps", "save_total_limit": None, "report_to": None}
+
+
+# A base class imported from a package that re-exports it lazily -> the module that defines it.
+_REEXPORTED = {("transformers", "TrainingArguments"): "transformers.training_args",
+               ("trl", "GRPOConfig"): "trl.trainer.grpo_config"}
+
+
+def _class_fields(module: str, class_name: str, seen=()) -> dict:
+    """The dataclass fields of ``module.class_name`` and its bases, with their literal defaults, read
+    from the source without importing it (importing TRL takes seconds)."""
+    origin = _module_file(module)
+    package = module if origin.name == "__init__.py" else module.rpartition(".")[0]
+    tree = ast.parse(origin.read_text(encoding="utf-8"))
+    imported = {}
+    for node in tree.body:
+        if isinstance(node, ast.ImportFrom):
+            base = importlib.util.resolve_name("." * node.level + (node.module or ""), package) \
+                if node.level else node.module
+            for alias in node.names:
+                imported[alias.asname or alias.name] = base
+    fields = {}
+    for node in tree.body:
+        if isinstance(node, ast.ClassDef) and node.name == class_name:
+            for parent in node.bases:
+                name = ast.unparse(parent)
+                if name in imported and name not in seen:
+                    parent_module = _REEXPORTED.get((imported[name], name), imported[name])
+                    fields.update(_class_fields(parent_module, name, seen + (name,)))
+            for item in node.body:
+                if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
+                    fields[item.target.id] = _literal_default(item.value)
+            return fields
+    raise LookupError(f"class {class_name} not found in {origin}")
+
+
+def _module_file(module: str) -> Path:
+    """The source file of ``module``, found without importing its packages (find_spec would)."""
+    top, *rest = module.split(".")
+    folder = Path(importlib.util.find_spec(top).submodule_search_locations[0]).joinpath(*rest)
+    return folder / "__init__.py" if folder.is_dir() else folder.with_suffix(".py")
+
+
+def _literal_default(value):
+    if isinstance(value, ast.Call) and ast.unparse(value.func).endswith("field"):
+        value = next((kw.value for kw in value.keywords if kw.arg == "default"), None)
+    try:
+        return ast.literal_eval(value) if value is not None else None
+    except ValueError:
+        return None
+
+
+@functools.lru_cache(maxsize=1)
+def trl_config_fields() -> dict:
+    """GRPOLambdaConfig's fields (TRL's GRPOConfig, transformers' TrainingArguments and ours) with
+    their literal defaults (None where the default is not a literal)."""
+    return _class_fields("grpo_lambda.trainer", "GRPOLambdaConfig")
+
+
+def _rl_key(config: dict, model: str, key: str, trl: bool) -> str:
+    """Where a model's rl setting comes from: its own rl block or the study's."""
+    own = config["models"][model].get("rl", {})
+    own = own.get("trl", {}) if trl else own
+    return ("models." + model + "." if key in own else "") + ("rl.trl." if trl else "rl.") + key
+
+
+def _check_rl(config: dict, model: str, source: str) -> None:
+    rl = rl_settings(config, model)
+    trl = rl["trl"]
+    fields = trl_config_fields()
+    for key in trl:
+        if key in PIPELINE_TRL_KEYS:
+            instead = f"; set {PIPELINE_TRL_KEYS[key]} instead" if PIPELINE_TRL_KEYS[key] else ""
+            raise ConfigError(f"{source}: {_rl_key(config, model, key, True)} is set by the pipeline itself{instead}")
+        if key not in fields:
+            raise ConfigError(f"{source}: {_rl_key(config, model, key, True)} is not a field of TRL's GRPOConfig "
+                              "(nor of GRPOLambdaConfig)")
+
+    def value(key):
+        return trl.get(key, rl.get(key, fields.get(key)))
+
+    def name(key):
+        return _rl_key(config, model, key, key in trl)
+
+    per_device, generations = value("per_device_train_batch_size"), value("num_generations")
+    steps, batch = value("steps_per_generation"), value("generation_batch_size")
+    accumulation = value("gradient_accumulation_steps") or 1
+    if not all(isinstance(v, int) and not isinstance(v, bool) and v > 0
+               for v in (per_device, generations, accumulation, steps or 1, batch or 1)):
+        return  # a value of the wrong type: TRL names it
+    if steps is not None and batch is not None:
+        raise ConfigError(f"{source}: {name('steps_per_generation')} and {name('generation_batch_size')}: "
+                          "set steps_per_generation or generation_batch_size, not both")
+    if batch is not None and batch % per_device:
+        raise ConfigError(f"{source}: {name('generation_batch_size')} ({batch}) must be a multiple of "
+                          f"per_device_train_batch_size ({per_device})")
+    if batch is None:
+        batch = per_device * (steps or accumulation)
+        how = (f"per_device_train_batch_size {per_device} x "
+               + (f"steps_per_generation {steps}" if steps else f"gradient_accumulation_steps {accumulation}"))
+    else:
+        how = "generation_batch_size"
+    if batch % generations:
+        raise ConfigError(f"{source}: {name('num_generations')} ({generations}) must divide the generation batch "
+                          f"({how} = {batch} completions per process), so that every prompt's group is whole")

@@ -50,7 +50,9 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
         seed: int | None = None, step: str = "final") -> dict[str, dict]:
     """Generate, grade and write ``<out_dir>/<benchmark>.jsonl|json``; returns the summaries by benchmark."""
     options = settings["evaluation"]
-    benchmarks = {Path(path).stem: files.read_jsonl(path) for path in benchmark_paths}
+    # A bad line is skipped and named in the log; a repeated id with another answer is an error.
+    benchmarks = {Path(path).stem: files.read_jsonl(path, fields=files.PROBLEM_FIELDS, unique_ids=True)
+                  for path in benchmark_paths}
     for name, rows in benchmarks.items():
         if not rows:
             raise ValueError(f"benchmark {name}: the file has no problems")
@@ -58,13 +60,16 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
     tokenizer = load_tokenizer(model_path)
     prompts = [prompt_text(tokenizer, settings["model"]["prompt"], row["problem"]) for row in rows]
     generation = {key: options[key] for key in ("backend", "max_new_tokens", "max_model_len", "batch_size")}
-    greedy = _graded_samples(rows, generate(model_path, prompts, greedy=True, seed=seed or 0, **generation),
+    what = f"evaluate {model_path}: {len(rows)} problems of {', '.join(benchmarks)}"
+    greedy = _graded_samples(rows, generate(model_path, prompts, greedy=True, seed=seed or 0,
+                                            description=f"{what}, greedy", **generation),
                              "greedy", options["grader_timeout"])
     k = options["samples"]
     sampled = []
     if k:
         completions = generate(model_path, prompts, greedy=False, n=k, temperature=options["temperature"],
-                               top_p=options["top_p"], seed=seed or 0, **generation)
+                               top_p=options["top_p"], seed=seed or 0, description=f"{what}, {k} samples each",
+                               **generation)
         sampled = _graded_samples(rows, completions, "sampled", options["grader_timeout"])
     summaries, start = {}, 0
     for name, bench_rows in benchmarks.items():

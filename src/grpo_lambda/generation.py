@@ -25,8 +25,13 @@ class Completions:
 
 def generate(model_path: str, prompts: list[str], *, backend: str = "hf", n: int = 1, greedy: bool = True,
              temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 3000,
-             max_model_len: int = 4096, batch_size: int = 64, seed: int = 0) -> Completions:
-    """Complete every prompt ``n`` times: greedily (``n`` must be 1) or by sampling."""
+             max_model_len: int = 4096, batch_size: int = 64, seed: int = 0,
+             description: str = "generate") -> Completions:
+    """Complete every prompt ``n`` times: greedily (``n`` must be 1) or by sampling.
+
+    The hf backend shows its progress per batch under ``description`` (grpo_lambda.progress); vLLM
+    shows its own.
+    """
     if backend not in BACKENDS:
         raise ValueError(f"backend {backend!r} is unknown; choose from {BACKENDS}")
     if greedy and n != 1:
@@ -35,13 +40,15 @@ def generate(model_path: str, prompts: list[str], *, backend: str = "hf", n: int
         return _generate_vllm(model_path, prompts, n=n, greedy=greedy, temperature=temperature, top_p=top_p,
                               max_new_tokens=max_new_tokens, max_model_len=max_model_len, seed=seed)
     return _generate_hf(model_path, prompts, n=n, greedy=greedy, temperature=temperature, top_p=top_p,
-                        max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed)
+                        max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, description=description)
 
 
-def _generate_hf(model_path, prompts, *, n, greedy, temperature, top_p, max_new_tokens, batch_size, seed):
+def _generate_hf(model_path, prompts, *, n, greedy, temperature, top_p, max_new_tokens, batch_size, seed,
+                 description):
     import torch
 
     from grpo_lambda.models import device, load_model, load_tokenizer
+    from grpo_lambda.progress import track
 
     tokenizer = load_tokenizer(model_path, padding_side="left")
     model = load_model(model_path).to(device())
@@ -52,7 +59,8 @@ def _generate_hf(model_path, prompts, *, n, greedy, temperature, top_p, max_new_
     order = sorted(range(len(prompts)), key=lambda i: len(prompt_ids[i]))
     texts: list[list[str]] = [[] for _ in prompts]
     lengths: list[list[int]] = [[] for _ in prompts]
-    for start in range(0, len(order), batch_size):
+    starts = range(0, len(order), batch_size)
+    for start in track(starts, total=len(starts), description=description, unit="batch"):
         batch = order[start:start + batch_size]
         encoded = hf_batch(tokenizer, [prompt_ids[i] for i in batch]).to(model.device)
         with torch.inference_mode():

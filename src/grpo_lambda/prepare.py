@@ -1,16 +1,27 @@
-"""Write one training set or benchmark as normalised JSONL (id, problem, answer[, solution])."""
+"""Write one training set or benchmark as normalised JSONL (id, problem, answer[, solution]).
+
+Beside it, ``<name>.summary.json`` says what was kept and what was dropped, and why (bad lines with
+their ``path:line``, repeated ids, prompts over ``max_prompt_chars``): nothing is left out silently,
+and a problem too long to train on is dropped here, before any job loads a model.
+"""
 
 from __future__ import annotations
 
 import logging
+from pathlib import Path
 
 from grpo_lambda import files
 from grpo_lambda.data import arith
 
 log = logging.getLogger(__name__)
 
+# Training sets: problems longer than this many characters are dropped unless max_prompt_chars says
+# otherwise (a guard against a runaway row; the exact token limit is the trainer's). Characters, not
+# tokens: no tokenizer is loaded at this stage, and ~4096 characters is ~1000 tokens of math text.
+DEFAULT_MAX_PROMPT_CHARS = 4096
 
-def rows_for(settings: dict) -> tuple[list[dict], int]:
+
+def rows_for(settings: dict, summary: files.ReadSummary | None = None) -> tuple[list[dict], int]:
     """The normalised rows and the number of source rows dropped as unusable."""
     key, role = settings["key"], settings["role"]
     if settings["source"] == "synthetic":
@@ -20,16 +31,41 @@ def rows_for(settings: dict) -> tuple[list[dict], int]:
         else:
             rows = arith.generate(settings["n"], seed=settings["seed"], levels=[settings["level"]],
                                   held_out=True, prefix=key)
+        if summary is not None:
+            summary.rows = len(rows)
         return rows, 0
     from grpo_lambda.data.registry import load_rows
 
-    return load_rows(settings.get("name", key), settings.get("path"), limit=settings.get("limit"))
+    return load_rows(settings.get("name", key), settings.get("path"), limit=settings.get("limit"), summary=summary)
+
+
+def prompt_limit(settings: dict) -> int | None:
+    if "max_prompt_chars" in settings:
+        return settings["max_prompt_chars"]
+    return DEFAULT_MAX_PROMPT_CHARS if settings["role"] == "train" else None
+
+
+def summary_path(out_path: str) -> Path:
+    return Path(out_path).with_suffix(".summary.json")
 
 
 def run(settings: dict, out_path: str) -> int:
-    rows, dropped = rows_for(settings)
+    summary = files.ReadSummary(str(settings.get("path") or settings["key"]))
+    rows, _ = rows_for(settings, summary)
+    limit = prompt_limit(settings)
+    if limit is not None:
+        kept = []
+        for row in rows:
+            if len(row["problem"]) > limit:
+                summary.skip(f"{settings['key']} id {row['id']}", "prompt too long",
+                             f"{len(row['problem'])} characters > max_prompt_chars {limit}")
+            else:
+                kept.append(row)
+        rows, summary.rows = kept, len(kept)
+    report = summary.report()
     if not rows:
-        raise ValueError(f"{settings['key']}: no usable rows ({dropped} dropped)")
-    files.write_jsonl(out_path, rows)
-    log.info("%s: wrote %d rows to %s; dropped %d unusable rows", settings["key"], len(rows), out_path, dropped)
+        raise ValueError(f"{settings['key']}: no usable rows: {report}")
+    files.write_json(summary_path(out_path), {**summary.as_dict(), "max_prompt_chars": limit})
+    files.write_jsonl(out_path, rows)  # last: the rule's output exists only with its summary beside it
+    log.info("%s: wrote %d rows to %s", settings["key"], len(rows), out_path)
     return len(rows)

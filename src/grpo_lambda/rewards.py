@@ -820,19 +820,50 @@ def _completion_text(completion) -> str:
     return "\n".join(texts)
 
 
-def make_accuracy_reward(*, timeout: float = DEFAULT_TIMEOUT, processes: int | None = None):
+_NUMBER = re.compile(r"[0-9]+(?:\.[0-9]+)?")
+_MACRO_NAME = re.compile(r"\\[A-Za-z]+")
+_WORD = re.compile(r"[A-Za-z]{2,}")
+
+
+def is_single_answer(content: str) -> bool:
+    r"""Whether boxed content reads as one answer: False when two numbers are separated by words or
+    by blank space alone (``the answer 4 no 5``, ``4 or 5``, ``4 5``).
+
+    Math between numbers is one answer: ``(1, 2)``, ``2\sqrt{3}``, ``\frac{1}{2}``, ``3 + 4i``,
+    ``12 \text{ cm}``. LaTeX command names are not words; the words inside ``\text{...}`` are.
+    """
+    numbers_found = list(_NUMBER.finditer(content))
+    for before, after in zip(numbers_found, numbers_found[1:]):
+        gap = _MACRO_NAME.sub(" ", content[before.end():after.start()])
+        if _WORD.search(gap) or not gap.strip():
+            return False
+    return True
+
+
+def make_accuracy_reward(*, timeout: float = DEFAULT_TIMEOUT, processes: int | None = None,
+                         strict: bool = False):
     """A TRL ``GRPOTrainer`` reward function: 1.0 for a correct boxed answer, else 0.0.
 
     The returned ``accuracy_reward(completions, answer, **kwargs)`` reads the gold from the
-    dataset's ``answer`` column; completions may be strings or lists of chat messages.
+    dataset's ``answer`` column; completions may be strings or lists of chat messages. ``strict``
+    gives 0.0 to a boxed answer that is not a single answer (``is_single_answer``): the evaluation
+    grader accepts ``\\boxed{the answer 4 no 5}`` for gold 4, a route to reward hacking in RL.
     """
     timeout = _check_timeout(timeout)
 
     def accuracy_reward(completions, answer, **kwargs) -> list[float]:
         texts = [_completion_text(completion) for completion in completions]
-        return [float(correct) for correct in grade_many(texts, answer, processes=processes, timeout=timeout)]
+        correct = grade_many(texts, answer, processes=processes, timeout=timeout)
+        if strict:
+            correct = [ok and is_single_answer(extract_boxed(text) or "") for ok, text in zip(correct, texts)]
+        return [float(ok) for ok in correct]
 
+    accuracy_reward.__name__ = "strict_accuracy_reward" if strict else "accuracy_reward"
     return accuracy_reward
 
 
 accuracy_reward = make_accuracy_reward()
+strict_accuracy_reward = make_accuracy_reward(strict=True)
+# rl.reward -> the RL reward function: the evaluation grader (parity with the reported accuracy) or
+# the strict one.
+REWARDS = {"evaluation": accuracy_reward, "strict": strict_accuracy_reward}

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import logging
 import tempfile
+from pathlib import Path
 
 from grpo_lambda import files
 from grpo_lambda.data.prompts import prompt_text
@@ -40,6 +41,9 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
     else:
         from trl import SFTConfig, SFTTrainer
 
+        from grpo_lambda import progress
+        from grpo_lambda.train import default_report_to, use_cell_tensorboard_folder
+
         rows = files.read_jsonl(data_path)
         dataset = sft_dataset(rows, tokenizer, settings["model"]["prompt"])
         with tempfile.TemporaryDirectory(prefix="sft-") as scratch:
@@ -56,10 +60,15 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
                 seed=options.get("seed", 0),
                 logging_steps=10,
                 save_strategy="no",
-                report_to="none",
+                report_to=options.get("report_to") or default_report_to(),
+                run_name=f"{settings['model']['name']}/{settings['dataset']}/sft",
+                disable_tqdm=not progress.interactive(),  # a job log gets ProgressLines instead
                 **trainer_hardware_kwargs(options),
             )
             trainer = SFTTrainer(model=base, args=args, train_dataset=dataset, processing_class=tokenizer)
+            # the scratch output folder is deleted: event files go beside the model instead
+            use_cell_tensorboard_folder(trainer, Path(out_dir).parent / "tensorboard")
+            progress.quiet_trainer_output(trainer, f"sft {args.run_name}")
             trainer.train()
             model = trainer.model
     with files.atomic_path(out_dir) as tmp:

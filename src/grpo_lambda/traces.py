@@ -17,18 +17,21 @@ the width of x, and `length` sets it, so that a token's weights do not depend on
 came in was padded. The relative forms do not depend on n.
 
 `trace_matrix` builds W densely and serves as the reference. `apply_trace` computes W·x without
-ever forming W, in O(B·T) time and memory, using only non-negative powers of κ, so it stays finite
-for any λ ∈ [0, 1] and any length:
+ever forming W, in O(B·T) time and memory, using only powers of κ that stay far inside the dtype's
+range, so it stays finite for any λ ∈ [0, 1] and any length:
 
 - an off-diagonal weight that depends on the column only (absolute form, early style) is a
   prefix sum of weighted columns;
-- relative/recent is the first-order recurrence r_t = x_t + κ r_{t−1}, computed blockwise (a
-  small K×K decay matrix within a block, the block-end states carried by the same scan with
-  decay κ^K); the ε floor cuts it to a window of fixed width D (κ^d > ε iff d ≤ D) plus
-  ε × a prefix sum of what lies beyond the window;
-- relative/both splits at c = t/2: for c ≥ t/2 the recent term dominates (a window of width
-  min(⌊t/2⌋, D) of the recurrence, plus its ε part), for c < t/2 the early term does (a prefix
-  sum of max(ε, κ^c)·x_c). The index and weight vectors depend on (T, κ, ε) only and are cached.
+- relative/recent is the first-order recurrence r_t = x_t + κ r_{t−1}, computed chunkwise: in a
+  chunk of L tokens r_i = κ^i Σ_{j≤i} κ^(−j) x_j is one scaled cumulative sum (L as long as
+  κ^(−L) stays far inside the dtype's range; its rounding stays relative to r), the chunk-end
+  states carried by the same recurrence with decay κ^L; the ε floor cuts it to a window of fixed
+  width D (κ^d > ε iff d ≤ D) plus ε × a prefix sum of what lies beyond the window;
+- relative/both splits at c = t/2: for c ≥ t/2 the recent term dominates, for c < t/2 the early
+  term does. For t ≤ 2D the split point h_t = ⌈t/2⌉ − 1 is shared by the tokens 2k+1 and 2k+2, so
+  the early half is one prefix sum read at every other token; for t > 2D the columns between
+  the two windows all weigh ε. Slices, one cumulative sum per term, no gather. The weight vectors
+  depend on (T, κ, ε) only and are cached.
 """
 
 from __future__ import annotations
@@ -42,7 +45,7 @@ import torch.nn.functional as F
 STYLES = ("recent", "both", "early")
 FORMS = ("relative", "absolute")
 
-# Block length of the blocked scan: a K×K matmul per block, then a scan over T/K block ends.
+# Block length of the decay-matrix scan: a K×K matmul per block, then a scan over T/K block ends.
 _BLOCK = 64
 
 
@@ -164,11 +167,6 @@ def _shift(a: torch.Tensor, k: int) -> torch.Tensor:
     return F.pad(a[..., :-k], (k, 0))
 
 
-def _gather(a: torch.Tensor, index: torch.Tensor) -> torch.Tensor:
-    """a[..., index], zero where index = −1."""
-    return torch.index_select(F.pad(a, (1, 0)), -1, index + 1)
-
-
 @functools.lru_cache(maxsize=32)
 def _block_decay(kappa: float, K: int, dtype: torch.dtype, device: torch.device):
     """(the transpose of the K×K matrix of κ^(i−j) for j ≤ i else 0, the vector κ^(i+1)), cached."""
@@ -200,16 +198,63 @@ def _column_trace(x: torch.Tensor, weights: torch.Tensor) -> torch.Tensor:
 
 
 def _discounted_cumsum(x: torch.Tensor, kappa: float) -> torch.Tensor:
-    """r_t = Σ_{d=0..t} κ^d x_{t−d} (r_t = x_t + κ r_{t−1}) along the last dim, blockwise in O(T).
+    """r_t = Σ_{d=0..t} κ^d x_{t−d} (r_t = x_t + κ r_{t−1}) along the last dim, in O(T); a new tensor.
 
-    Within a block of K tokens a K×K matrix of κ^(i−j) gives the local sums; the state at each
-    block end follows the same recurrence with decay κ^K, solved by a recursive call over the
-    T/K block ends. Only non-negative powers of κ appear, so nothing overflows.
+    Within a chunk of L tokens, r_i = κ^i Σ_{j ≤ i} κ^(−j) x_j: one scaled cumulative sum. The
+    rounding error of each partial sum, scaled back by κ^i, is relative to |r_i| itself, so this is
+    as exact as the recurrence, provided κ^(−(L−1)) stays far inside the dtype's range; L is the
+    longest chunk for which it does (`_chunk_length`). The state at each chunk end is carried
+    into the next chunk by the same recurrence with decay κ^L over the T/L chunk ends.
     """
     if kappa == 1.0:
         return torch.cumsum(x, dim=-1)
     if kappa == 0.0:
-        return x
+        return x.clone()
+    T = x.shape[-1]
+    longest = _chunk_length(kappa, x.dtype)
+    if longest < _SHORTEST_CHUNK:  # κ so small that κ^(−L) leaves the range: decay matrices instead
+        return _blocked_matmul_scan(x, kappa)
+    L = min(T, longest)
+    up, down, carry_decay = _chunk_scales(kappa, longest, x.dtype, x.device)
+    n_chunks = -(-T // L)
+    if n_chunks * L != T:
+        x = F.pad(x, (0, n_chunks * L - T))
+    chunks = x.reshape(*x.shape[:-1], n_chunks, L)
+    r = torch.cumsum(chunks * up[:L], dim=-1).mul_(down[:L])
+    if n_chunks > 1:
+        chunk_end_state = _blocked_matmul_scan(r[..., -1], kappa**L)
+        # the state entering chunk b decays by κ^(i+1) up to its position i
+        r = torch.addcmul(r, _shift(chunk_end_state, 1).unsqueeze(-1), carry_decay[:L])
+    return r.reshape(*x.shape[:-1], n_chunks * L)[..., :T]
+
+
+# A chunk shorter than this makes the chunk-end recurrence as long as the input: use decay matrices.
+_SHORTEST_CHUNK = 16
+
+
+def _chunk_length(kappa: float, dtype: torch.dtype) -> int:
+    """The longest L with κ^(−(L−1)) ≤ (the dtype's largest value)^(1/4), so x·κ^(−i) cannot overflow
+    and κ^i is a normal number (2^256 for float64, 2^32 for float32, 16 for float16)."""
+    log_bound = math.log(torch.finfo(dtype).max) / 4
+    return 1 + int(log_bound / -math.log(kappa))
+
+
+@functools.lru_cache(maxsize=32)
+def _chunk_scales(kappa: float, L: int, dtype: torch.dtype, device: torch.device):
+    """κ^(−i), κ^i and κ^(i+1) for i < L (L from `_chunk_length`, so all are finite and normal)."""
+    i = torch.arange(L, dtype=torch.float64)
+    log_k = math.log(kappa)
+    return tuple(torch.exp(sign * log_k * (i + shift)).to(dtype=dtype, device=device)
+                 for sign, shift in ((-1, 0), (1, 0), (1, 1)))
+
+
+def _blocked_matmul_scan(x: torch.Tensor, kappa: float) -> torch.Tensor:
+    """`_discounted_cumsum` by decay matrices: within a block of K tokens a K×K matrix of κ^(i−j)
+    gives the local sums; the state at each block end follows the recurrence with decay κ^K, solved
+    by a recursive call over the T/K block ends. Only non-negative powers of κ, for any κ; used on
+    short inputs (the chunk ends) and where κ is too small for scaled sums."""
+    if kappa == 0.0:
+        return x.clone()
     T = x.shape[-1]
     K = min(T, _BLOCK)
     decay_transposed, carry_decay = _block_decay(kappa, K, x.dtype, x.device)
@@ -218,8 +263,7 @@ def _discounted_cumsum(x: torch.Tensor, kappa: float) -> torch.Tensor:
         x = F.pad(x, (0, n_blocks * K - T))
     local = x.reshape(*x.shape[:-1], n_blocks, K) @ decay_transposed
     if n_blocks > 1:
-        block_end_state = _discounted_cumsum(local[..., -1], kappa**K)
-        # the state entering block b decays by κ^(i+1) up to its position i
+        block_end_state = _blocked_matmul_scan(local[..., -1], kappa**K)
         local = local + _shift(block_end_state, 1).unsqueeze(-1) * carry_decay
     return local.reshape(*x.shape[:-1], n_blocks * K)[..., :T]
 
@@ -240,48 +284,62 @@ def _window_width(kappa: float, eps: float, T: int) -> int:
 
 
 def _relative_recent(x: torch.Tensor, kappa: float, eps: float) -> torch.Tensor:
-    """y_t = Σ_{d=0..min(t,D)} κ^d x_{t−d} + ε Σ_{c ≤ t−D−1} x_c."""
+    """y_t = Σ_{d=0..min(t,D)} κ^d x_{t−d} + ε Σ_{c ≤ t−D−1} x_c.
+
+    The first sum is r_t − κ^(D+1) r_(t−D−1), r the discounted cumsum; both corrections touch only
+    the tokens t > D, so they are added in place to that part of r.
+    """
     T = x.shape[-1]
     width = _window_width(kappa, eps, T)
-    if width == 0:
-        y = x
-    else:
-        r = _discounted_cumsum(x, kappa)
-        # The part of the recurrence older than the window is κ^(D+1) r_{t−D−1}.
-        y = r if width >= T - 1 else r - kappa ** (width + 1) * _shift(r, width + 1)
-    if eps > 0.0 and width < T - 1:
-        y = y + eps * _shift(torch.cumsum(x, dim=-1), width + 1)
+    y = _discounted_cumsum(x, kappa) if width > 0 else x.clone()
+    past = T - width - 1  # tokens t > D, each with columns c ≤ t − D − 1 beyond the window
+    if past <= 0:
+        return y
+    beyond = torch.zeros_like(x[..., :past]) if eps == 0.0 else torch.cumsum(x[..., :past], dim=-1).mul_(eps)
+    if width > 0:
+        beyond = beyond.sub_(y[..., :past], alpha=kappa ** (width + 1))
+    y[..., width + 1:].add_(beyond)  # (`y[...] += b` would also copy the slice onto itself)
     return y
 
 
 def _relative_both(x: torch.Tensor, kappa: float, eps: float) -> torch.Tensor:
-    """W[t,c] = max(ε, κ^(t−c)) for t/2 ≤ c < t and max(ε, κ^c) for c < t/2 (κ^(t−c) ≥ κ^c iff c ≥ t/2).
+    """W[t,c] = max(ε, κ^(t−c)) for c ≥ t/2 and max(ε, κ^c) for c < t/2 (κ^(t−c) ≥ κ^c iff c ≥ t/2).
 
-    With w_t = min(⌊t/2⌋, D), b_t = t − w_t − 1 (last column left of the decayed window) and
-    h_t = ⌈t/2⌉ − 1 (last column c < t/2), indices −1 meaning "none":
-    y_t = [r_t − κ^(w_t+1) r_(b_t)] + ε P_(b_t) + Σ_{c ≤ h_t} (max(ε, κ^c) − ε) x_c,
-    r the discounted cumsum, P the plain prefix sum (the ε terms of the window and of the early
-    half combine into ε P_(b_t)).
+    With h_t = ⌈t/2⌉ − 1 (the last column c < t/2), r the discounted cumsum and
+    F_s = Σ_{c ≤ s} max(ε, κ^c) x_c:
+
+    - t ≤ 2D: every lag t − c ≤ t/2 ≤ D of the recent half is inside the window, so
+      y_t = r_t − κ^(⌊t/2⌋+1) r_(h_t) + F_(h_t). Odd t = 2k+1 and even t = 2k+2 share h_t = k, so
+      the corrections of the tokens 1..2D, interleaved, are F_k − [κ^(k+1), κ^(k+2)] r_k;
+    - t > 2D: a column D < c < t − D has both κ^(t−c) ≤ ε and κ^c ≤ ε, i.e. weight ε = max(ε, κ^c),
+      so y_t = r_t − κ^(D+1) r_(t−D−1) + F_(t−D−1).
     """
-    width, before_window, before_half, window_decay, early_excess = _both_plan(
-        x.shape[-1], kappa, eps, x.dtype, x.device
-    )
-    y = x
-    if width > 0:
-        r = _discounted_cumsum(x, kappa)
-        y = r - window_decay * _gather(r, before_window)
-    if eps > 0.0:
-        y = y + eps * _gather(torch.cumsum(x, dim=-1), before_window)
-    return y + _gather(torch.cumsum(x * early_excess, dim=-1), before_half)
+    T = x.shape[-1]
+    width = _window_width(kappa, eps, T)
+    y = _discounted_cumsum(x, kappa) if width > 0 else x.clone()
+    head = min(T - 1, 2 * width)  # tokens 1..head take the first case, head+1..T−1 the second
+    n_pairs = (head + 1) // 2
+    n_early = max(n_pairs, T - width - 1)
+    early_weight, pair_decay = _both_weights(n_early, n_pairs, kappa, eps, x.dtype, x.device)
+    early = torch.cumsum(x[..., :n_early] * early_weight, dim=-1)  # F_0 .. F_(n_early − 1)
+    # Every correction reads r at columns before the tokens it corrects: form them all, then add.
+    tail_add = None
+    if head < T - 1:
+        past = slice(width, T - width - 1)
+        tail_add = early[..., past] if width == 0 else torch.sub(early[..., past], y[..., past],
+                                                                 alpha=kappa ** (width + 1))
+    if head > 0:
+        pairs = torch.addcmul(early[..., :n_pairs].unsqueeze(-1), y[..., :n_pairs].unsqueeze(-1), pair_decay)
+        y[..., 1:head + 1].add_(pairs.flatten(-2)[..., :head])
+    if tail_add is not None:
+        y[..., head + 1:].add_(tail_add)
+    return y
 
 
 @functools.lru_cache(maxsize=32)
-def _both_plan(T: int, kappa: float, eps: float, dtype: torch.dtype, device: torch.device):
-    """What relative/both needs besides x, for one length: D, b_t, h_t, κ^(w_t+1), max(ε, κ^c) − ε."""
-    t = torch.arange(T, device=device)
-    width = _window_width(kappa, eps, T)
-    window = torch.clamp(t // 2, max=width)
+def _both_weights(n_early: int, n_pairs: int, kappa: float, eps: float, dtype: torch.dtype, device: torch.device):
+    """max(ε, κ^c) for c < n_early; −[κ^(k+1), κ^(k+2)] for k < n_pairs, shape (n_pairs, 2)."""
     k = torch.tensor(kappa, dtype=dtype, device=device)
-    window_decay = torch.pow(k, (window + 1).to(dtype))
-    early_excess = torch.pow(k, t.to(dtype)).clamp(min=eps) - eps
-    return width, t - window - 1, (t + 1) // 2 - 1, window_decay, early_excess
+    early = torch.pow(k, torch.arange(n_early, device=device, dtype=dtype)).clamp(min=eps)
+    lags = torch.arange(1, n_pairs + 1, device=device, dtype=dtype).unsqueeze(-1) + torch.tensor([0.0, 1.0], dtype=dtype, device=device)
+    return early, -torch.pow(k, lags)

@@ -5,8 +5,10 @@ Folder of a cell (``docs/results-format.md``)::
     resume/checkpoint-N/   TRL's full state every ``rl.save_steps`` steps; a restarted job resumes from
                            the newest (Snakemake does not know this folder, so it never deletes it)
     checkpoints/step-N/    model-only snapshots at the evaluation steps
-    model/                 the final model          train_log.csv   one row per step
+    model/                 the final model          train_log.csv   one row per step, written as it trains
     prompt_filter.json     how many training prompts ``rl.max_prompt_length`` left out
+    tensorboard/           TensorBoard event files (when rl.report_to includes tensorboard; by default when
+                           tensorboard or tensorboardX is installed)
 """
 
 from __future__ import annotations
@@ -17,10 +19,10 @@ import logging
 import math
 from pathlib import Path
 
-from transformers import TrainerCallback
+from transformers import TrainerCallback, TrainerState
 from transformers.trainer_utils import get_last_checkpoint
 
-from grpo_lambda import files
+from grpo_lambda import files, fingerprint
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
 
@@ -84,6 +86,32 @@ class SaveSnapshots(TrainerCallback):
                 self.tokenizer.save_pretrained(tmp)
 
 
+class WriteTrainLog(TrainerCallback):
+    """Keep train_log.csv current: rewritten atomically from the trainer's log history at every logged step.
+
+    The whole file is rewritten rather than appended to because the log history is what a resumed
+    trainer restores from its checkpoint: after a resume the file holds exactly the checkpoint's rows
+    followed by the new ones (the rows of steps after the checkpoint, logged before the interruption,
+    are dropped), and a reader never sees a half-written row. Main process only.
+    """
+
+    def __init__(self, path: Path):
+        self.path = path
+
+    def _write(self, state) -> None:
+        if state.is_world_process_zero:
+            write_train_log(str(self.path), train_log_rows(state.log_history))
+
+    def on_train_begin(self, args, state, control, **kwargs):
+        self._write(state)
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        self._write(state)
+
+    def on_train_end(self, args, state, control, **kwargs):
+        self._write(state)
+
+
 def train_log_rows(log_history: list[dict]) -> list[dict]:
     """One row per optimizer step from the trainer's log history (which survives a resume)."""
     rows = {}
@@ -101,11 +129,27 @@ def write_train_log(path: str, rows: list[dict]) -> None:
     files.write_text(path, buffer.getvalue())
 
 
+def trainer_state_step(checkpoint: str) -> int:
+    return TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json")).global_step
+
+
 def rl_dataset(rows: list[dict], tokenizer, template: str):
     from datasets import Dataset
 
     return Dataset.from_list([{"prompt": prompt_text(tokenizer, template, row["problem"]), "answer": row["answer"]}
                               for row in rows])
+
+
+def default_report_to() -> str:
+    """TensorBoard when it (or tensorboardX) is installed, else no tracker."""
+    from transformers.integrations import is_tensorboard_available
+
+    return "tensorboard" if is_tensorboard_available() else "none"
+
+
+def run_name(settings: dict, seed: int) -> str:
+    """The cell's name in a tracker: <model>/<dataset>/<variant>/seed<seed>."""
+    return f"{settings['model']['name']}/{settings['dataset']}/{settings.get('variant_name', 'variant')}/seed{seed}"
 
 
 def prompt_token_count(tokenizer, prompt) -> int:
@@ -134,34 +178,49 @@ def drop_long_prompts(dataset, tokenizer, max_prompt_length: int | None):
 
 
 def build_config(settings: dict, *, output_dir: str, seed: int):
+    """GRPOConfig of a cell. Every default here yields to rl: keys and then to rl.trl."""
+    from grpo_lambda import progress
     from grpo_lambda.trainer import GRPOLambdaConfig, variant_config_kwargs
 
     rl = settings["rl"]
-    kwargs = {key: rl[key] for key in TRL_KEYS if key in rl}
+    kwargs = {
+        "logging_steps": 1,
+        "logging_nan_inf_filter": False,  # a NaN loss must reach StopOnNonFiniteLoss, not be averaged away
+        "save_strategy": "steps",
+        "save_steps": rl.get("save_steps", 100),
+        "save_total_limit": 2,
+        "report_to": rl.get("report_to") or default_report_to(),
+        "run_name": run_name(settings, seed),
+        "disable_tqdm": not progress.interactive(),  # a job log gets ProgressLines instead
+    }
+    kwargs.update({key: rl[key] for key in TRL_KEYS if key in rl})
     kwargs.update(rl.get("trl", {}))
     kwargs.update(variant_config_kwargs(settings["variant"]))
     kwargs.update(trainer_hardware_kwargs(rl))
-    return GRPOLambdaConfig(
-        output_dir=output_dir,
-        max_steps=rl["max_steps"],
-        seed=seed,
-        logging_steps=1,
-        logging_nan_inf_filter=False,  # a NaN loss must reach StopOnNonFiniteLoss, not be averaged away
-        save_strategy="steps",
-        save_steps=rl.get("save_steps", 100),
-        save_total_limit=2,
-        report_to="none",
-        **kwargs,
-    )
+    return GRPOLambdaConfig(output_dir=output_dir, max_steps=rl["max_steps"], seed=seed, **kwargs)
+
+
+def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
+    """Point TensorBoard at <cell>/tensorboard (one folder across resumes) unless TENSORBOARD_LOGGING_DIR says."""
+    import os
+
+    from transformers.integrations import TensorBoardCallback
+
+    for callback in trainer.callback_handler.callbacks:
+        if isinstance(callback, TensorBoardCallback) and not os.getenv("TENSORBOARD_LOGGING_DIR"):
+            callback.logging_dir = str(folder)
 
 
 def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) -> None:
     """Train the cell to ``rl.max_steps``, resuming from the newest checkpoint if there is one."""
-    from grpo_lambda.rewards import accuracy_reward
+    from grpo_lambda import progress
+    from grpo_lambda.rewards import REWARDS
     from grpo_lambda.trainer import GRPOLambdaTrainer
 
     cell = Path(cell_dir)
     resume_dir = cell / "resume"
+    # State made with other settings, base model or data is moved aside, never resumed.
+    fingerprint.claim(cell, fingerprint.compute(settings, seed=seed, base=base, data_path=data_path))
     tokenizer = load_tokenizer(base, padding_side="left")
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"])
     dataset, prompt_counts = drop_long_prompts(dataset, tokenizer, settings["rl"].get("max_prompt_length"))
@@ -178,15 +237,26 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
                                  lora_dropout=lora.get("dropout", 0.05),
                                  target_modules=lora.get("target_modules", "all-linear"), task_type="CAUSAL_LM")
     trainer = GRPOLambdaTrainer(
-        model=base, reward_funcs=accuracy_reward, args=args, train_dataset=dataset,
+        model=base, reward_funcs=REWARDS[settings["rl"].get("reward", "evaluation")], args=args, train_dataset=dataset,
         processing_class=tokenizer, peft_config=peft_config,
-        callbacks=[StopOnNonFiniteLoss(), SaveSnapshots(settings["checkpoints"], cell / "checkpoints", tokenizer)],
+        callbacks=[StopOnNonFiniteLoss(), SaveSnapshots(settings["checkpoints"], cell / "checkpoints", tokenizer),
+                   WriteTrainLog(cell / "train_log.csv")],
     )
+    use_cell_tensorboard_folder(trainer, cell / "tensorboard")
+    progress.quiet_trainer_output(trainer, f"train {args.run_name}")
     last = get_last_checkpoint(str(resume_dir)) if resume_dir.is_dir() else None
-    if last:
-        log.info("resuming from %s", last)
-    trainer.train(resume_from_checkpoint=last)
-    write_train_log(str(cell / "train_log.csv"), train_log_rows(trainer.state.log_history))
+    if last and trainer_state_step(last) >= args.max_steps:
+        # Resuming a finished run would train one more step (at learning rate 0): publish it as it is.
+        log.info("already trained to step %d with these settings: publishing %s", args.max_steps, last)
+        trainer._load_from_checkpoint(last)
+        trainer.state = TrainerState.load_from_json(str(Path(last) / "trainer_state.json"))
+    else:
+        if last:
+            log.info("resuming from %s", last)
+        trainer.train(resume_from_checkpoint=last)  # WriteTrainLog keeps train_log.csv current
+    if trainer.is_world_process_zero():
+        # A published finished run never called the callback, and Snakemake may have removed the old file.
+        write_train_log(str(cell / "train_log.csv"), train_log_rows(trainer.state.log_history))
     model = trainer.model.merge_and_unload() if peft_config else trainer.model
     with files.atomic_path(cell / "model") as tmp:
         model.save_pretrained(tmp)

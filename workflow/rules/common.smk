@@ -38,13 +38,14 @@ def settings(stage, **cell):
 
 
 def launcher(w, resources):
-    """The CLI, or the CLI under ``accelerate launch`` across the GPUs a job was given."""
+    """The CLI, or the CLI under ``accelerate launch`` across the GPUs a job was given, as a list of
+    words (each quoted by ``{params.launch:q}``)."""
     gpus = int(resources.get("gpu", 0) or 0)
     if gpus <= 1:
-        return "grpo-lambda"
+        return ["grpo-lambda"]
     plan = config["models"][w.model]["distributed"]
-    return (f"accelerate launch --config_file {REPOSITORY}/envs/accelerate/{plan}.yaml"
-            f" --num_processes {gpus} -m grpo_lambda.cli")
+    return ["accelerate", "launch", "--config_file", f"{REPOSITORY}/envs/accelerate/{plan}.yaml",
+            "--num_processes", str(gpus), "-m", "grpo_lambda.cli"]
 
 
 def cell_dir(w):

@@ -13,7 +13,7 @@ rule build_tiny:
         mem_mb=2000,
         runtime=10,
     shell:
-        "grpo-lambda build-tiny --settings {params.settings:q} --out {output} > {log} 2>&1"
+        "grpo-lambda build-tiny --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule prepare_dataset:
@@ -31,7 +31,7 @@ rule prepare_dataset:
         mem_mb=4000,
         runtime=60,
     shell:
-        "grpo-lambda prepare --settings {params.settings:q} --out {output} > {log} 2>&1"
+        "grpo-lambda prepare --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule prepare_benchmark:
@@ -49,4 +49,4 @@ rule prepare_benchmark:
         mem_mb=4000,
         runtime=30,
     shell:
-        "grpo-lambda prepare --settings {params.settings:q} --out {output} > {log} 2>&1"
+        "grpo-lambda prepare --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"

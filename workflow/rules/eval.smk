@@ -26,9 +26,9 @@ rule evaluate:
         runtime=60,
         gpu=0,
     shell:
-        "grpo-lambda evaluate --settings {params.settings:q} --checkpoint {params.checkpoint}"
-        " --bench {input.bench} --out-dir {params.out_dir}"
-        " --seed {wildcards.seed} --step {wildcards.step} --threads {threads} > {log} 2>&1"
+        "grpo-lambda evaluate --settings {params.settings:q} --checkpoint {params.checkpoint:q}"
+        " --bench {input.bench:q} --out-dir {params.out_dir:q}"
+        " --seed {wildcards.seed:q} --step {wildcards.step:q} --threads {threads:q} > {log:q} 2>&1"
 
 
 # The SFT model is the baseline every RL cell is compared with.
@@ -57,5 +57,5 @@ rule evaluate_sft:
         runtime=60,
         gpu=0,
     shell:
-        "grpo-lambda evaluate --settings {params.settings:q} --checkpoint {input.model}"
-        " --bench {input.bench} --out-dir {params.out_dir} --threads {threads} > {log} 2>&1"
+        "grpo-lambda evaluate --settings {params.settings:q} --checkpoint {input.model:q}"
+        " --bench {input.bench:q} --out-dir {params.out_dir:q} --threads {threads:q} > {log:q} 2>&1"

@@ -23,7 +23,7 @@ rule aggregate:
         mem_mb=8000,
         runtime=60,
     shell:
-        "grpo-lambda aggregate --settings {params.settings:q} --results {params.results} --out {params.out} > {log} 2>&1"
+        "grpo-lambda aggregate --settings {params.settings:q} --results {params.results:q} --out {params.out:q} > {log:q} 2>&1"
 
 
 rule figures:
@@ -48,4 +48,4 @@ rule figures:
         mem_mb=8000,
         runtime=60,
     shell:
-        "grpo-lambda figures --settings {params.settings:q} --results {params.results} --out {params.out} > {log} 2>&1"
+        "grpo-lambda figures --settings {params.settings:q} --results {params.results:q} --out {params.out:q} > {log:q} 2>&1"

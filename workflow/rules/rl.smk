@@ -23,5 +23,5 @@ rule train:
         runtime=240,
         gpu=0,
     shell:
-        "{params.launch} train --settings {params.settings:q} --base {input.sft} --data {input.data}"
-        " --cell {params.cell} --seed {wildcards.seed} --threads {threads} > {log} 2>&1"
+        "{params.launch:q} train --settings {params.settings:q} --base {input.sft:q} --data {input.data:q}"
+        " --cell {params.cell:q} --seed {wildcards.seed:q} --threads {threads:q} > {log:q} 2>&1"

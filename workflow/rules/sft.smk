@@ -63,5 +63,5 @@ rule sft:
         runtime=120,
         gpu=0,
     shell:
-        "{params.launch} sft --settings {params.settings:q} --base {params.base} --data {input.data}"
-        " --out {output} --threads {threads} > {log} 2>&1"
+        "{params.launch:q} sft --settings {params.settings:q} --base {params.base:q} --data {input.data:q}"
+        " --out {output:q} --threads {threads:q} > {log:q} 2>&1"

@@ -8,6 +8,7 @@ file or a ``save_to_disk`` folder, holding either normalised rows or the hub's r
 
 from __future__ import annotations
 
+import itertools
 import json
 import logging
 import numbers
@@ -17,6 +18,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Iterable, Iterator
 
+from grpo_lambda import files
 
 log = logging.getLogger(__name__)
 
@@ -191,17 +193,20 @@ def _normalize_row(raw, spec: DatasetSpec, index: int) -> dict | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _read_json_records(path: Path) -> Iterator:
+def _read_json_records(path: Path, summary: files.ReadSummary) -> Iterator[tuple[str, object]]:
     # Read with the json module rather than datasets: an answer column may mix strings, numbers and
     # lists, which an Arrow table cannot hold, and ORZ's file is a list of lists.
     if path.suffix == ".jsonl":
-        with path.open(encoding="utf-8") as handle:
-            for line in handle:
-                if line.strip():
-                    yield json.loads(line)
+        # A JSONL line may hold an ORZ pair (a list) too: no field check here, _normalize_row does it.
+        for line_no, record in files.iter_jsonl(path, summary, objects_only=False):
+            yield f"{path}:{line_no}", record
         return
-    with path.open(encoding="utf-8") as handle:
-        data = json.load(handle)
+    try:
+        data = json.loads(path.read_bytes().decode("utf-8"))
+    except UnicodeDecodeError as error:
+        raise ValueError(f"{path}: not UTF-8 (byte {error.start + 1} of the file)") from None
+    except json.JSONDecodeError as error:
+        raise ValueError(f"{path}:{error.lineno}: not JSON ({error.msg} at column {error.colno})") from None
     if isinstance(data, dict):  # {"train": [...]} or {"data": [...]}: the one list it holds
         lists = [value for value in data.values() if isinstance(value, list)]
         if len(lists) != 1:
@@ -209,7 +214,8 @@ def _read_json_records(path: Path) -> Iterator:
         data = lists[0]
     if not isinstance(data, list):
         raise ValueError(f"{path}: expected a JSON list of records")
-    yield from data
+    for index, record in enumerate(data):
+        yield f"{path}[{index}]", record
 
 
 def _read_disk_dataset(path: Path, split: str) -> Iterable:
@@ -225,49 +231,56 @@ def _read_disk_dataset(path: Path, split: str) -> Iterable:
     return loaded
 
 
-def _source_records(spec: DatasetSpec, path: str | os.PathLike | None) -> Iterable:
+def _numbered(records: Iterable, where: str) -> Iterator[tuple[str, object]]:
+    return ((f"{where}[{index}]", record) for index, record in enumerate(records))
+
+
+def _source_records(spec: DatasetSpec, path: str | os.PathLike | None,
+                    summary: files.ReadSummary) -> Iterable[tuple[str, object]]:
+    """``(where, record)`` for each source record; ``where`` is ``path:line`` or ``source[row]``."""
     if path is None:
         import datasets
 
-        return datasets.load_dataset(spec.hub_id, spec.config, split=spec.split)
+        return _numbered(datasets.load_dataset(spec.hub_id, spec.config, split=spec.split), spec.hub_id)
     path = Path(path)
     if path.is_dir():
-        return _read_disk_dataset(path, spec.split)
+        return _numbered(_read_disk_dataset(path, spec.split), str(path))
     if not path.exists():
         raise FileNotFoundError(f"path {str(path)!r} does not exist")
     if path.suffix in (".jsonl", ".json"):
-        return _read_json_records(path)
+        return _read_json_records(path, summary)
     if path.suffix == ".parquet":
         import datasets
 
-        return datasets.Dataset.from_parquet(str(path))
+        return _numbered(datasets.Dataset.from_parquet(str(path)), str(path))
     raise ValueError(f"path {str(path)!r}: expected a .jsonl, .json or .parquet file or a save_to_disk folder")
 
 
-def load_rows(name: str, path: str | os.PathLike | None = None, *,
-              limit: int | None = None) -> tuple[list[dict], int]:
+def load_rows(name: str, path: str | os.PathLike | None = None, *, limit: int | None = None,
+              summary: files.ReadSummary | None = None) -> tuple[list[dict], int]:
     """The normalised rows of dataset ``name`` and the number of source rows dropped as unusable.
 
     ``path`` is a local copy (.jsonl, .json, .parquet or a ``save_to_disk`` folder); None loads the
-    hub dataset. ``limit`` keeps the first ``limit`` usable rows. A row with no problem or no usable
-    answer is dropped, counted and reported in the log.
+    hub dataset. ``limit`` keeps the first ``limit`` usable rows. A line that is not UTF-8 or not
+    JSON, or a row with no problem or no usable answer, is skipped, counted and named in the log
+    (``path:line``); a repeated id is dropped when its answer agrees and an error naming both lines
+    when it does not. ``summary`` (a ``files.ReadSummary``) receives the counts.
     """
     spec = get_spec(name)
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
-    rows, dropped, seen = [], 0, 0
-    for index, raw in enumerate(_source_records(spec, path)):
-        if limit is not None and len(rows) >= limit:
-            break
-        seen += 1
-        row = _normalize_row(raw, spec, index)
-        if row is None:
-            dropped += 1
-        else:
-            rows.append(row)
-    source = path if path is not None else f"{spec.hub_id} ({spec.split})"
-    if dropped:
-        log.warning("%s: dropped %d of %d rows from %s (no problem or no usable answer)",
-                    name, dropped, seen, source)
-    log.info("%s: %d rows from %s", name, len(rows), source)
-    return rows, dropped
+    source = str(path) if path is not None else f"{spec.hub_id} ({spec.split})"
+    summary = summary if summary is not None else files.ReadSummary(source)
+
+    def usable():
+        for index, (where, raw) in enumerate(_source_records(spec, path, summary)):
+            row = _normalize_row(raw, spec, index)
+            if row is None:
+                summary.skip(where, "no problem or no usable answer", "unusable row")
+            else:
+                yield where, row
+
+    rows = [row for _, row in itertools.islice(files.drop_duplicate_ids(usable(), summary), limit)]
+    summary.rows = len(rows)
+    summary.report()
+    return rows, summary.total_skipped + summary.duplicates

@@ -1,0 +1,120 @@
+"""What a resumable stage was started with, so that a rerun with other settings never resumes it.
+
+A cell's ``resume/fingerprint.json`` records a hash of its settings (the stage's settings JSON and
+the seed), of the base model folder and of the training data. A run whose fingerprint differs moves
+the old state aside, kept, as ``superseded-<old hash>/`` (its ``resume/``, ``checkpoints/``,
+``train_log.csv`` and ``model/``), and starts fresh; with the same fingerprint it resumes.
+
+The base model is hashed cheaply but honestly: every file's name and size, small files (configs,
+tokenizer) in full, and for each large file (weights) its first, middle and last MiB, so a model
+saved again with other weights changes the hash without reading gigabytes.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import logging
+import os
+import time
+from pathlib import Path
+
+from grpo_lambda import files
+
+log = logging.getLogger(__name__)
+
+FILE_NAME = "fingerprint.json"
+CHUNK = 1 << 20  # files up to this size are hashed in full; larger ones by three samples of it
+# Folders and files of a cell that belong to one set of settings.
+CELL_STATE = ("resume", "checkpoints", "train_log.csv", "model")
+# Settings that name or label a cell and change nothing it computes.
+DISPLAY_KEYS = {"variant": ("label",)}
+
+
+def _file_digest(path: Path) -> str:
+    digest = hashlib.sha256()
+    size = path.stat().st_size
+    with path.open("rb") as handle:
+        if size <= 3 * CHUNK:
+            digest.update(handle.read())
+        else:
+            for offset in (0, size // 2, size - CHUNK):
+                handle.seek(offset)
+                digest.update(handle.read(CHUNK))
+    return f"{size}:{digest.hexdigest()}"
+
+
+def path_digest(path: str | os.PathLike) -> str:
+    """A digest of a file, of every file under a folder (names, sizes, sampled contents), or of the
+    text itself when ``path`` is not on disk (a hub id)."""
+    path = Path(path)
+    if path.is_file():
+        return _file_digest(path)
+    if not path.is_dir():
+        return "name:" + str(path)
+    digest = hashlib.sha256()
+    for child in sorted(p for p in path.rglob("*") if p.is_file() and not p.name.startswith(".")):
+        digest.update(f"{child.relative_to(path).as_posix()}\0{_file_digest(child)}\n".encode())
+    return digest.hexdigest()
+
+
+def settings_digest(settings: dict) -> str:
+    relevant = {key: ({k: v for k, v in value.items() if k not in DISPLAY_KEYS[key]}
+                      if key in DISPLAY_KEYS and isinstance(value, dict) else value)
+                for key, value in settings.items()}
+    return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
+
+
+def compute(settings: dict, *, seed: int, base: str, data_path: str) -> dict:
+    """The fingerprint of one run: its parts and their combined ``hash`` (16 hex digits)."""
+    parts = {"settings": settings_digest({**settings, "seed": seed}), "base": path_digest(base),
+             "data": path_digest(data_path)}
+    combined = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
+    return {"hash": combined, **parts}
+
+
+def recorded(state_dir: str | os.PathLike) -> dict | None:
+    path = Path(state_dir) / FILE_NAME
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def _wait_for(state_dir: Path, expected: str, timeout: float = 600.0) -> None:
+    deadline = time.monotonic() + timeout
+    while (recorded(state_dir) or {}).get("hash") != expected:
+        if time.monotonic() > deadline:
+            raise TimeoutError(f"{state_dir}: the main process did not record fingerprint {expected} "
+                               f"within {timeout:.0f} s")
+        time.sleep(0.2)
+
+
+def claim(cell_dir: str | os.PathLike, fingerprint: dict, *, state_dir: str = "resume") -> None:
+    """Make ``cell_dir`` hold only state made with ``fingerprint``, then record it in ``state_dir``.
+
+    State left by other settings (or by a run that recorded none) is moved to
+    ``superseded-<its hash>/`` beside it; state with the same fingerprint is left to resume from.
+    """
+    cell = Path(cell_dir)
+    if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch: the main process moves state
+        _wait_for(cell / state_dir, fingerprint["hash"])
+        return
+    old = recorded(cell / state_dir)
+    present = [name for name in CELL_STATE if (cell / name).exists()]
+    if old is not None and old.get("hash") == fingerprint["hash"]:
+        return
+    if present:
+        label = old.get("hash", "unrecorded") if old else "unrecorded"
+        changed = [part for part in ("settings", "base", "data") if not old or old.get(part) != fingerprint[part]]
+        aside = cell / f"superseded-{label}"
+        suffix = 1
+        while aside.exists():
+            aside, suffix = cell / f"superseded-{label}-{suffix}", suffix + 1
+        aside.mkdir(parents=True)
+        for name in present:
+            os.replace(cell / name, aside / name)
+        log.warning("%s: the %s changed since its state was made (fingerprint %s, now %s); moved %s to %s "
+                    "and starting fresh", cell, " and ".join(changed) or "fingerprint", label,
+                    fingerprint["hash"], ", ".join(present), aside)
+    files.write_json(cell / state_dir / FILE_NAME, fingerprint)

@@ -1,0 +1,157 @@
+"""Where a grid stands: one line per RL cell (done / running / failed / stalled / missing) and totals.
+
+Reads only what the pipeline writes, so it works on a results tree that a running grid, local or on a
+cluster's shared disk, is writing:
+
+    <results>/<model>/<dataset>/<variant>/seed<seed>/model/          the final model: done
+    <results>/<model>/<dataset>/<variant>/seed<seed>/train_log.csv   one row per logged step, rewritten
+                                                                    atomically while the cell trains
+    <results>/logs/train/<model>/<dataset>/<variant>/seed<seed>.log  the job's log: why it failed
+
+A cell that is not done is failed when its job log ends in an error, running when its log or its
+train_log.csv was written in the last ``stale_minutes``, stalled when it has started but nothing has
+been written for longer (a killed job: a rerun resumes it), and missing when nothing of it exists.
+"""
+
+from __future__ import annotations
+
+import csv
+import math
+import re
+import statistics
+import time
+from pathlib import Path
+
+from grpo_lambda import config as config_module
+
+STATES = ("done", "running", "failed", "stalled", "missing")
+# A log line that names why a job ended: an exception, the OOM killer, a scheduler's cancel.
+_FAILURE = re.compile(r"^\w+(\.\w+)*(Error|Exception|Interrupt)\b|\bKilled\b|out of memory|CANCELLED")
+# Steps whose time makes the speed and the time left (the newest ones).
+_SPEED_WINDOW = 10
+
+
+def cell_name(cell: dict) -> str:
+    return f"{cell['model']}/{cell['dataset']}/{cell['variant']}/seed{cell['seed']}"
+
+
+def read_train_log(path: Path) -> list[dict]:
+    """The rows of a train_log.csv ({} values parsed as floats where they are numbers); [] if absent."""
+    try:
+        with open(path, newline="") as handle:
+            rows = list(csv.DictReader(handle))
+    except FileNotFoundError:
+        return []
+    return [{key: _number(value) for key, value in row.items()} for row in rows]
+
+
+def _number(value):
+    try:
+        return float(value)
+    except (TypeError, ValueError):
+        return None
+
+
+def failure_line(log_path: Path) -> str | None:
+    """The last line of a job log that says why the job failed, or None if the log shows no failure."""
+    try:
+        lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines()]
+    except FileNotFoundError:
+        return None
+    for line in reversed(lines):
+        if _FAILURE.search(line):
+            return line
+    if "Traceback (most recent call last):" in lines:
+        return "a traceback without its exception line: see the log"
+    return None
+
+
+def cell_status(results: Path, cell: dict, max_steps: int, *, now: float, stale_minutes: float) -> dict:
+    """One cell's state and what a watcher wants to know about it."""
+    name = cell_name(cell)
+    folder = results / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
+    log_path = results / "logs" / "train" / f"{name}.log"
+    train_log = folder / "train_log.csv"
+    rows = read_train_log(train_log)
+    status = {"cell": name, "folder": str(folder), "max_steps": max_steps, "step": None, "reward": None,
+              "steps_per_minute": None, "eta_minutes": None, "reason": None, "log": None}
+    if rows:
+        last = rows[-1]
+        status["step"] = int(last["step"]) if last.get("step") is not None else None
+        status["reward"] = last.get("reward")
+        times = [row["step_time"] for row in rows[-_SPEED_WINDOW:] if _finite(row.get("step_time"))]
+        if times and statistics.fmean(times) > 0:
+            seconds_per_step = statistics.fmean(times)
+            status["steps_per_minute"] = 60.0 / seconds_per_step
+            if status["step"] is not None:
+                status["eta_minutes"] = max(0, max_steps - status["step"]) * seconds_per_step / 60.0
+    if (folder / "model").is_dir() and train_log.is_file():
+        status["state"] = "done"
+        status["eta_minutes"] = 0.0
+        return status
+    reason = failure_line(log_path)
+    written = [path.stat().st_mtime for path in (log_path, train_log) if path.exists()]
+    started = written or (folder / "resume").is_dir()
+    if log_path.exists():
+        status["log"] = str(log_path)
+    if reason:
+        status["state"], status["reason"] = "failed", reason
+    elif written and now - max(written) <= stale_minutes * 60:
+        status["state"] = "running"
+    elif started:
+        status["state"] = "stalled"
+        status["reason"] = (f"nothing written for {(now - max(written)) / 60:.0f} min" if written
+                            else "a resume/ folder but no log")
+    else:
+        status["state"] = "missing"
+    return status
+
+
+def _finite(value) -> bool:
+    return isinstance(value, float) and math.isfinite(value)
+
+
+def grid_status(config: dict, *, results: str | None = None, stale_minutes: float = 30.0,
+                now: float | None = None) -> dict:
+    """Every RL cell of the config with its state, and the count of cells in each state."""
+    results_dir = Path(results or config["results"])
+    now = time.time() if now is None else now
+    cells = [cell_status(results_dir, cell, config_module.rl_settings(config, cell["model"])["max_steps"],
+                         now=now, stale_minutes=stale_minutes)
+             for cell in config_module.rl_cells(config)]
+    totals = {state: sum(cell["state"] == state for cell in cells) for state in STATES}
+    return {"results": str(results_dir), "cells": cells, "totals": {"cells": len(cells), **totals}}
+
+
+def format_status(report: dict) -> list[str]:
+    """The report as text: one line per cell, then the totals."""
+    width = max((len(cell["cell"]) for cell in report["cells"]), default=0)
+    lines = []
+    for cell in report["cells"]:
+        lines.append(f"{cell['cell']:{width}}  {cell['state']:8} {_details(cell)}".rstrip())
+    totals = report["totals"]
+    lines.append(f"{totals['cells']} cells in {report['results']}: "
+                 + ", ".join(f"{totals[state]} {state}" for state in STATES))
+    return lines
+
+
+def _details(cell: dict) -> str:
+    parts = []
+    if cell["step"] is not None:
+        parts.append(f"step {cell['step']}/{cell['max_steps']}")
+    if _finite(cell["reward"]):
+        parts.append(f"reward {cell['reward']:.3f}")
+    if cell["state"] == "running" and cell["steps_per_minute"]:
+        parts.append(f"{cell['steps_per_minute']:.2f} steps/min")
+        parts.append(f"ETA {_duration(cell['eta_minutes'])}")
+    if cell["reason"]:
+        parts.append(cell["reason"] + (f"  ({cell['log']})" if cell["state"] == "failed" and cell["log"] else ""))
+    return ", ".join(parts)
+
+
+def _duration(minutes: float) -> str:
+    if minutes < 60:
+        return f"{minutes:.0f} min"
+    if minutes < 48 * 60:
+        return f"{minutes / 60:.1f} h"
+    return f"{minutes / 1440:.1f} d"

@@ -1,0 +1,83 @@
+"""grpo_lambda.cli: readable help, --version, and one-line errors for missing or wrong arguments."""
+
+import re
+import subprocess
+import sys
+
+import pytest
+
+from grpo_lambda import __version__
+from grpo_lambda.cli import parser
+
+from conftest import ROOT
+
+CONFIG = str(ROOT / "config" / "config.yaml")
+
+
+def _subcommands():
+    root = parser()
+    (stages,) = [action for action in root._actions if action.dest == "stage"]
+    return stages.choices
+
+
+def test_every_option_of_every_stage_has_help():
+    for name, sub in _subcommands().items():
+        for action in sub._actions:
+            if action.dest != "help":
+                assert action.help, f"grpo-lambda {name}: {action.option_strings or action.dest} has no help"
+
+
+def test_help_is_plain_text(capsys):
+    for argv in [["--help"]] + [[name, "--help"] for name in _subcommands()]:
+        with pytest.raises(SystemExit) as exit_info:
+            parser().parse_args(argv)
+        assert exit_info.value.code == 0
+        text = capsys.readouterr().out
+        assert "``" not in text and not re.search(r"`\w", text.replace("`grpo-lambda STAGE --help`", "")), argv
+
+
+def test_version(capsys):
+    with pytest.raises(SystemExit):
+        parser().parse_args(["--version"])
+    assert capsys.readouterr().out.strip() == f"grpo-lambda {__version__}"
+
+
+def _run(*argv):
+    return subprocess.run([sys.executable, "-m", "grpo_lambda.cli", *argv], capture_output=True, text=True,
+                          timeout=120)
+
+
+@pytest.mark.parametrize("argv, culprit", [
+    (["train", "--config", CONFIG, "--base", "b", "--data", "d", "--cell", "c", "--seed", "0"], "--model NAME"),
+    (["train", "--config", CONFIG, "--model", "nope", "--dataset", "arith", "--variant", "grpo", "--base", "b",
+      "--data", "d", "--cell", "c", "--seed", "0"], "'nope'"),
+    (["train", "--config", CONFIG, "--model", "tiny", "--dataset", "arith", "--variant", "grpo", "--base", "b",
+      "--data", "no-such.jsonl", "--cell", "c", "--seed", "0"], "no-such.jsonl"),
+    (["train", "--settings", "{not json", "--base", "b", "--data", "d", "--cell", "c", "--seed", "0"], "--settings"),
+    (["train", "--base", "b", "--data", "d", "--cell", "c", "--seed", "0"], "--settings JSON or --config"),
+    (["train", "--seed", "x", "--base", "b", "--data", "d", "--cell", "c"], "--seed"),
+    (["evaluate", "--config", CONFIG, "--model", "tiny", "--dataset", "arith", "--variant", "grpo",
+      "--checkpoint", "c", "--bench", "a.jsonl", "--out-dir", "o", "--step", "last"], "--step"),
+    (["prepare", "--config", CONFIG, "--out", "o.jsonl"], "--dataset NAME and --benchmark NAME"),
+    (["sft", "--config", CONFIG, "--model", "tiny", "--base", "b", "--data", "d", "--out", "o"], "--dataset NAME"),
+    (["validate", "no-such.yaml"], "no-such.yaml"),
+    (["status", "--configfile", "no-such.yaml"], "no-such.yaml"),
+    (["aggregate", "--out", "o"], "--settings JSON or --config"),
+    (["nonsense"], "nonsense"),
+])
+def test_a_missing_or_wrong_argument_is_one_line_naming_it(argv, culprit):
+    result = _run(*argv)
+    assert result.returncode != 0
+    assert "Traceback" not in result.stderr, result.stderr
+    error_lines = [line for line in result.stderr.splitlines() if "error" in line]
+    assert len(error_lines) == 1 and culprit in error_lines[0], result.stderr
+
+
+def test_a_bad_config_is_named_in_one_line(tmp_path):
+    bad = tmp_path / "bad.yaml"
+    text = (ROOT / "config" / "config.yaml").read_text()
+    assert "max_steps: 25" in text
+    bad.write_text(text.replace("max_steps: 25", "max_steps: zero"))
+    result = _run("status", "--configfile", str(bad))
+    assert result.returncode != 0 and "Traceback" not in result.stderr
+    assert "rl.max_steps" in result.stderr

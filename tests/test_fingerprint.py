@@ -1,0 +1,75 @@
+"""A cell's state is resumed only with the settings, base model and data it was made with."""
+
+import json
+
+from grpo_lambda import fingerprint
+
+SETTINGS = {"variant": {"objective": "grpo_lambda", "lam": 0.99, "label": "GRPO-λ"}, "rl": {"max_steps": 4}}
+
+
+def make_inputs(tmp_path):
+    base = tmp_path / "base"
+    base.mkdir()
+    (base / "config.json").write_text('{"hidden_size": 8}')
+    (base / "model.safetensors").write_bytes(bytes(5 * fingerprint.CHUNK))
+    data = tmp_path / "data.jsonl"
+    data.write_text('{"id": "a", "problem": "1+1", "answer": "2"}\n')
+    return base, data
+
+
+def test_the_hash_follows_settings_seed_base_and_data_but_not_labels(tmp_path):
+    base, data = make_inputs(tmp_path)
+
+    def digest(settings=SETTINGS, seed=0):
+        return fingerprint.compute(settings, seed=seed, base=str(base), data_path=str(data))["hash"]
+
+    first = digest()
+    assert digest() == first
+    assert digest({**SETTINGS, "variant": {**SETTINGS["variant"], "label": "other"}}) == first
+    assert digest({**SETTINGS, "variant": {**SETTINGS["variant"], "lam": 0.5}}) != first
+    assert digest(seed=1) != first
+    weights = bytearray((base / "model.safetensors").read_bytes())
+    weights[-10] = 1  # the last MiB is sampled
+    (base / "model.safetensors").write_bytes(bytes(weights))
+    assert digest() != first
+    second = digest()
+    (base / "config.json").write_text('{"hidden_size": 16}')
+    assert digest() != second
+    third = digest()
+    data.write_text('{"id": "b", "problem": "1+1", "answer": "2"}\n')
+    assert digest() != third
+
+
+def test_other_settings_move_the_state_aside_and_the_same_keep_it(tmp_path):
+    base, data = make_inputs(tmp_path)
+    cell = tmp_path / "cell"
+    old = fingerprint.compute(SETTINGS, seed=0, base=str(base), data_path=str(data))
+    fingerprint.claim(cell, old)
+    (cell / "resume" / "checkpoint-2").mkdir(parents=True)
+    (cell / "checkpoints" / "step-1").mkdir(parents=True)
+    (cell / "train_log.csv").write_text("step\n1\n")
+
+    fingerprint.claim(cell, old)  # same settings: resume
+    assert (cell / "resume" / "checkpoint-2").is_dir() and not list(cell.glob("superseded-*"))
+
+    new = fingerprint.compute({**SETTINGS, "rl": {"max_steps": 8}}, seed=0, base=str(base), data_path=str(data))
+    fingerprint.claim(cell, new)
+    aside = cell / f"superseded-{old['hash']}"
+    assert sorted(p.name for p in aside.iterdir()) == ["checkpoints", "resume", "train_log.csv"]
+    assert (aside / "resume" / "checkpoint-2").is_dir()
+    assert sorted(p.name for p in cell.iterdir()) == ["resume", aside.name]
+    assert json.loads((cell / "resume" / "fingerprint.json").read_text())["hash"] == new["hash"]
+
+
+def test_state_without_a_fingerprint_is_not_resumed(tmp_path):
+    base, data = make_inputs(tmp_path)
+    cell = tmp_path / "cell"
+    for round_ in range(2):
+        (cell / "resume" / "checkpoint-2").mkdir(parents=True)
+        (cell / "resume" / "fingerprint.json").unlink(missing_ok=True)
+        fingerprint.claim(cell, fingerprint.compute(SETTINGS, seed=0, base=str(base), data_path=str(data)))
+    assert sorted(p.name for p in cell.glob("superseded-*")) == ["superseded-unrecorded", "superseded-unrecorded-1"]
+
+
+def test_a_hub_id_base_is_hashed_by_name(tmp_path):
+    assert fingerprint.path_digest("Qwen/Qwen2.5-Math-1.5B") == "name:Qwen/Qwen2.5-Math-1.5B"

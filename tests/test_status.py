@@ -1,0 +1,114 @@
+"""grpo_lambda.status: the state of every cell of a results tree, as a running grid leaves it."""
+
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from grpo_lambda import config as config_module
+from grpo_lambda.status import format_status, grid_status
+from grpo_lambda.train import LOG_COLUMNS, write_train_log
+
+from conftest import ROOT
+
+CONFIG = ROOT / "config" / "config.yaml"
+
+
+@pytest.fixture
+def study(tmp_path):
+    config = config_module.load(CONFIG)
+    config["results"] = str(tmp_path / "results")
+    return config
+
+
+def _cell_folder(config, variant, seed):
+    return os.path.join(config["results"], "tiny", "arith", variant, f"seed{seed}")
+
+
+def _log(config, variant, seed, text):
+    path = os.path.join(config["results"], "logs", "train", "tiny", "arith", variant, f"seed{seed}.log")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    with open(path, "w") as handle:
+        handle.write(text)
+    return path
+
+
+def _train_log(config, variant, seed, steps, step_time=6.0):
+    rows = [{column: None for column in LOG_COLUMNS} | {"step": step, "reward": 0.1 * step, "step_time": step_time}
+            for step in range(1, steps + 1)]
+    path = os.path.join(_cell_folder(config, variant, seed), "train_log.csv")
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    write_train_log(path, rows)
+    return path
+
+
+def _by_name(report):
+    return {cell["cell"]: cell for cell in report["cells"]}
+
+
+def test_each_state_is_recognised(study):
+    max_steps = study["rl"]["max_steps"]
+    # done: the model folder and the full log
+    _train_log(study, "grpo", 0, max_steps)
+    os.makedirs(os.path.join(_cell_folder(study, "grpo", 0), "model"))
+    # running: rows written just now, 10 steps/min
+    _train_log(study, "grpo", 1, 5)
+    _log(study, "grpo", 1, "loading\n")
+    # failed: the job log ends in a traceback
+    _train_log(study, "both-trace-0.99", 0, 3)
+    _log(study, "both-trace-0.99", 0, "step 1\nTraceback (most recent call last):\n  File x\n"
+         "FloatingPointError: step 3: loss is nan; training stopped.\n")
+    # stalled: started an hour ago, silent since
+    stale = _train_log(study, "both-trace-0.99", 1, 2)
+    an_hour_ago = time.time() - 3600
+    os.utime(stale, (an_hour_ago, an_hour_ago))
+
+    report = grid_status(study, stale_minutes=30)
+    cells = _by_name(report)
+    done, running = cells["tiny/arith/grpo/seed0"], cells["tiny/arith/grpo/seed1"]
+    failed, stalled = cells["tiny/arith/both-trace-0.99/seed0"], cells["tiny/arith/both-trace-0.99/seed1"]
+    assert done["state"] == "done" and done["step"] == max_steps
+    assert running["state"] == "running" and running["step"] == 5
+    assert running["reward"] == pytest.approx(0.5)
+    assert running["steps_per_minute"] == pytest.approx(10.0)
+    assert running["eta_minutes"] == pytest.approx((max_steps - 5) / 10.0)
+    assert failed["state"] == "failed" and failed["reason"].startswith("FloatingPointError: step 3")
+    assert stalled["state"] == "stalled"
+    n_cells = len(config_module.rl_cells(study))
+    assert report["totals"] == {"cells": n_cells, "done": 1, "running": 1, "failed": 1, "stalled": 1,
+                                "missing": n_cells - 4}
+
+    lines = format_status(report)
+    assert len(lines) == n_cells + 1
+    line = next(line for line in lines if line.startswith("tiny/arith/grpo/seed1 "))
+    assert "running" in line and "step 5/" in line and "reward 0.500" in line and "steps/min" in line
+    assert "ETA" in line
+    assert "FloatingPointError" in next(line for line in lines if "both-trace-0.99/seed0" in line)
+    assert lines[-1].startswith(f"{n_cells} cells")
+
+
+def test_a_killed_job_counts_as_failed_with_the_line_that_says_so(study):
+    _log(study, "grpo", 0, "step 4\n/bin/bash: line 1: 1234 Killed   python train\n")
+    assert _by_name(grid_status(study))["tiny/arith/grpo/seed0"]["state"] == "failed"
+
+
+def test_an_empty_tree_is_all_missing(study):
+    report = grid_status(study)
+    assert report["totals"]["missing"] == report["totals"]["cells"] > 0
+
+
+def test_cli_status_json_and_text(study, tmp_path):
+    config_file = tmp_path / "config.yaml"
+    import yaml
+
+    config_file.write_text(yaml.safe_dump(study))
+    _train_log(study, "grpo", 1, 5)
+    command = [sys.executable, "-m", "grpo_lambda.cli", "status", "--configfile", str(config_file)]
+    result = subprocess.run(command + ["--json"], capture_output=True, text=True, timeout=120, check=True)
+    report = json.loads(result.stdout)
+    assert _by_name(report)["tiny/arith/grpo/seed1"]["state"] == "running"
+    text = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
+    assert "tiny/arith/grpo/seed1" in text and "1 running" in text

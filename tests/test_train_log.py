@@ -1,0 +1,117 @@
+"""The live train_log.csv, the trackers and the TRL defaults of the RL stage."""
+
+import csv
+import json
+import subprocess
+import time
+from types import SimpleNamespace
+
+import pytest
+import yaml
+
+from conftest import E2E_CONFIG
+from grpo_lambda import config as study
+from grpo_lambda import prepare, sft
+from grpo_lambda.train import WriteTrainLog, build_config
+
+
+def _entry(step):
+    return {"step": step, "loss": 0.1 * step, "reward": 0.01 * step, "step_time": 1.5}
+
+
+def _rows(path):
+    with open(path, newline="") as handle:
+        return list(csv.DictReader(handle))
+
+
+def test_every_logged_step_is_on_disk_at_once(tmp_path):
+    path = tmp_path / "train_log.csv"
+    state = SimpleNamespace(log_history=[], is_world_process_zero=True)
+    callback = WriteTrainLog(path)
+    callback.on_train_begin(None, state, None)
+    assert _rows(path) == []
+    for step in range(1, 4):
+        state.log_history.append(_entry(step))
+        callback.on_log(None, state, None, logs=_entry(step))
+        assert [int(row["step"]) for row in _rows(path)] == list(range(1, step + 1))
+    assert float(_rows(path)[-1]["reward"]) == pytest.approx(0.03)
+    assert not list(tmp_path.glob("*.tmp*")) and len(list(tmp_path.iterdir())) == 1  # written by rename
+
+
+def test_a_resume_drops_the_rows_after_its_checkpoint_and_continues_the_file(tmp_path):
+    path = tmp_path / "train_log.csv"
+    before_kill = SimpleNamespace(log_history=[_entry(step) for step in range(1, 8)], is_world_process_zero=True)
+    WriteTrainLog(path).on_log(None, before_kill, None)
+    # the checkpoint holds steps 1..4; steps 5..7 were logged, then the job was killed
+    resumed = SimpleNamespace(log_history=[_entry(step) for step in range(1, 5)], is_world_process_zero=True)
+    callback = WriteTrainLog(path)
+    callback.on_train_begin(None, resumed, None)
+    assert [int(row["step"]) for row in _rows(path)] == [1, 2, 3, 4]
+    for step in (5, 6):
+        resumed.log_history.append(_entry(step))
+        callback.on_log(None, resumed, None)
+    assert [int(row["step"]) for row in _rows(path)] == [1, 2, 3, 4, 5, 6]
+
+
+def test_only_the_main_process_writes(tmp_path):
+    state = SimpleNamespace(log_history=[_entry(1)], is_world_process_zero=False)
+    WriteTrainLog(tmp_path / "train_log.csv").on_log(None, state, None)
+    assert not (tmp_path / "train_log.csv").exists()
+
+
+@pytest.fixture(scope="module")
+def config():
+    return study.validate(yaml.safe_load(E2E_CONFIG.read_text()))
+
+
+def test_build_config_defaults_yield_to_rl_trl(config, tmp_path):
+    settings = study.stage_settings(config, "train", model="tiny", dataset="arith", variant="grpo")
+    default = build_config(settings, output_dir=str(tmp_path), seed=3)
+    assert default.run_name == "tiny/arith/grpo/seed3"
+    assert default.logging_steps == 1 and default.save_total_limit == 2
+    assert default.report_to == ["tensorboard"]  # tensorboardX is in requirements-cpu.txt
+    settings["rl"]["trl"] = {"logging_steps": 5, "save_total_limit": 4, "report_to": "none", "run_name": "mine"}
+    overridden = build_config(settings, output_dir=str(tmp_path), seed=3)
+    assert (overridden.logging_steps, overridden.save_total_limit, overridden.report_to, overridden.run_name) == (
+        5, 4, [], "mine")
+    settings["rl"]["trl"] = {}
+    settings["rl"]["report_to"] = ["tensorboard", "trackio"]
+    assert build_config(settings, output_dir=str(tmp_path), seed=3).report_to == ["tensorboard", "trackio"]
+
+
+def test_report_to_is_checked_by_the_schema(config):
+    raw = yaml.safe_load(E2E_CONFIG.read_text())
+    raw["rl"]["report_to"] = "tensorbord"
+    with pytest.raises(study.ConfigError, match="rl.report_to"):
+        study.validate(raw)
+    raw["rl"]["report_to"] = ["wandb", "tensorboard"]
+    raw["sft"]["report_to"] = "none"
+    study.validate(raw)
+
+
+def test_a_running_cell_has_rows_and_tensorboard_events(tmp_path, tiny_model_dir, cli, config):
+    steps = 6
+    config["rl"].update(max_steps=steps, save_steps=3)
+    data = tmp_path / "arith.jsonl"
+    prepare.run(study.stage_settings(config, "prepare", dataset="arith"), str(data))
+    sft_dir = tmp_path / "sft"
+    sft.run(study.stage_settings(config, "sft", model="tiny", dataset="arith"), base=str(tiny_model_dir),
+            data_path=str(data), out_dir=str(sft_dir))
+    settings = study.stage_settings(config, "train", model="tiny", dataset="arith", variant="grpo")
+    cell = tmp_path / "cell"
+    process = subprocess.Popen(
+        [cli, "train", "--settings", json.dumps(settings), "--base", str(sft_dir), "--data", str(data),
+         "--cell", str(cell), "--seed", "0", "--threads", "1"],
+        stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+    seen_while_running = set()
+    deadline = time.monotonic() + 600
+    while process.poll() is None and time.monotonic() < deadline:
+        if (cell / "train_log.csv").exists() and not (cell / "model").exists():
+            seen_while_running.add(len(_rows(cell / "train_log.csv")))
+        time.sleep(0.05)
+    _, stderr = process.communicate(timeout=60)
+    assert process.returncode == 0, stderr[-2000:]
+    assert any(0 < rows < steps for rows in seen_while_running), seen_while_running
+    assert [int(row["step"]) for row in _rows(cell / "train_log.csv")] == list(range(1, steps + 1))
+    assert list((cell / "tensorboard").glob("events.out.tfevents.*"))
+    assert "step 3/6 (50%)" in stderr  # a job log gets progress lines, not a bar
