@@ -123,3 +123,14 @@ def test_the_paper_plan_has_sft_data_sft_rl_and_evaluation_for_every_model():
     pairs = sum(len(study.model_datasets(config, model)) for model in config["models"])
     assert jobs["prepare_sft"] == jobs["sft"] == jobs["evaluate_sft"] == pairs
     assert jobs["train"] == len(study.rl_cells(config))
+
+
+def test_a_model_may_start_from_another_jobs_output():
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw["models"]["distilled"] = {"source": "results/tiny/arith/sft/model", "prompt": "plain",
+                                  "sft": {"data": "self_distill"}}
+    config = study.validate(raw)  # not there yet: Snakemake builds it first
+    assert study.sft_uses_self_distillation(config, "distilled")
+    raw["models"]["distilled"]["source"] = "elsewhere/tiny/arith/sft/model"
+    with pytest.raises(study.ConfigError, match="models.distilled.source"):
+        study.validate(raw)

@@ -269,11 +269,11 @@ def parser() -> argparse.ArgumentParser:
 
     sub = stage("prepare-sft", cmd_prepare_sft, "the SFT set by self-distillation: the base model's correct samples",
                 ["model", "dataset"])
-    sub.add_argument("--base", required=True, help="hub id or folder of the base model")
-    sub.add_argument("--data", required=True, help="the training set (JSONL)")
-    sub.add_argument("--out", required=True, help="the SFT set (JSONL)")
-    sub.add_argument("--counts", help="the counts (JSON); default: --out with .json")
-    sub.add_argument("--threads", type=int)
+    sub.add_argument("--base", required=True, metavar="MODEL", help="hub id or folder of the model that samples")
+    sub.add_argument("--data", required=True, metavar="FILE", help="the training set's JSONL (from prepare)")
+    sub.add_argument("--out", required=True, metavar="FILE", help="the SFT set to write (JSONL)")
+    sub.add_argument("--counts", metavar="FILE", help="the counts to write (JSON); default: --out with .json")
+    sub.add_argument("--threads", type=_positive_int, metavar="N", help=THREADS_HELP)
 
     sub = stage("sft", cmd_sft, "supervised fine-tuning", ["model", "dataset"])
     sub.add_argument("--base", required=True, metavar="MODEL", help="hub id or folder of the base model")

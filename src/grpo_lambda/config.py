@@ -210,7 +210,10 @@ def looks_local(model_source: str) -> bool:
 
 
 def _check_local_paths(config: dict, source: str) -> None:
+    made_here = str(config.get("results", "results")).rstrip("/") + "/"
     for model, spec in config["models"].items():
+        if spec["source"].startswith(made_here):
+            continue  # another job's output (e.g. a fine-tuned model to self-distil from): built first
         if spec["source"] != "tiny" and looks_local(spec["source"]):
             folder = Path(spec["source"]).expanduser()
             if not (folder / "config.json").is_file():

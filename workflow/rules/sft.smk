@@ -38,7 +38,7 @@ rule prepare_sft:
         gpu=0,
     shell:
         "grpo-lambda prepare-sft --settings {params.settings:q} --base {params.base:q} --data {input.data:q}"
-        " --out {output.data:q} --counts {output.counts:q} --threads {threads} > {log:q} 2>&1"
+        " --out {output.data:q} --counts {output.counts:q} --threads {threads:q} > {log:q} 2>&1"
 
 
 rule sft:
