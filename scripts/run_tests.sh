@@ -3,4 +3,6 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup.sh
-python -m pytest -q "$@"
+# -rs: list each skipped test with its reason (a fresh clone without ../shared/data skips the
+# real-data tests, and says so).
+python -m pytest -q -rs "$@"

@@ -13,7 +13,8 @@ import pandas as pd
 import pytest
 
 from grpo_lambda import aggregate, figures
-from test_aggregate import build_tree, make_config
+from test_aggregate import (CHECKPOINT, DATASETS, EFFECT, MAX_STEPS, SEEDS, _mean_over_seeds, accuracy, build_tree,
+                            make_config)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -38,23 +39,85 @@ def _kind(path: Path) -> str:
     return "png" if head.startswith(b"\x89PNG") else "pdf" if head.startswith(b"%PDF") else "?"
 
 
-def test_every_figure_is_written_as_png_and_pdf(tree, tmp_path):
+def _series(panel: dict, kind: str, label: str | None = None) -> dict:
+    found = [s for s in panel["series"] if s["kind"] == kind and (label is None or s.get("label") == label)]
+    assert len(found) == 1, (kind, label, [s.get("label") for s in panel["series"]])
+    return found[0]
+
+
+def _final_train_reward(variant: str, seed: int, window: int) -> float:
+    """The synthetic tree's mean reward over the last `window` of its steps (test_aggregate's formula)."""
+    steps = np.arange(MAX_STEPS - window + 1, MAX_STEPS + 1)
+    return float(np.mean(0.2 + EFFECT[variant] + 0.01 * seed + 0.3 * (1 - np.exp(-steps / 10))))
+
+
+def test_every_figure_draws_the_known_values(tree, tmp_path):
+    """Each figure is written as PNG and PDF with its data beside it; the drawn values are the tree's."""
     root, config = tree
-    paths = figures.main(config, root, tmp_path / "figures")
+    out = tmp_path / "figures"
+    paths = figures.main(config, root, out)
     assert [Path(p).name for p in paths] == figures.output_files(config)
-    assert len(paths) == 2 * (6 + len(config["models"]))  # six grid-wide figures, one per model
+    assert len(paths) == 2 * (7 + len(config["models"]))  # seven grid-wide figures, one per model
     for path in map(Path, paths):
         assert path.stat().st_size > 1000
         assert _kind(path) == path.suffix[1:]
-    assert not list((tmp_path / "figures").glob(".*tmp*"))
+    assert not list(out.glob(".*tmp*"))
+    drawn = {name: json.loads((out / f"{name}.json").read_text()) for name in figures.figure_names(config)}
+    benchmarks = list(config["benchmarks"])
+
+    # figure 1: Table 1's GRPO and GRPO-λ rows of qwen15, per benchmark and on average
+    (panel,) = drawn["figure1"]["panels"]
+    assert panel["xticklabels"] == benchmarks + ["average"] and not panel["notes"]
+    for label, variants in (("GRPO", ["grpo"]), ("GRPO-λ (rt98 rt99)", ["rt98", "rt99"])):
+        per_benchmark = [np.mean([_mean_over_seeds("qwen15", d, v, b) for d in DATASETS for v in variants])
+                         for b in benchmarks]
+        assert _series(panel, "bar", label)["y"] == pytest.approx(per_benchmark + [np.mean(per_benchmark)])
+
+    # figure 3: final training reward, a bar per variant and training set, a dot per seed
+    window = aggregate.report_options(config)["final_window"]
+    qwen = drawn["figure3"]["panels"][0]
+    grpo = _series(qwen, "bar", "GRPO")
+    assert grpo["y"] == pytest.approx([np.mean([_final_train_reward("grpo", s, window) for s in SEEDS])] * 2)
+    dots = sorted(y for points in qwen["series"] if points["kind"] == "points" for y in points["y"])
+    expected = sorted(_final_train_reward(v, s, window) for v in config["variants"] for s in SEEDS for _ in DATASETS)
+    assert dots == pytest.approx(expected)
+
+    # reward curves: every variant, ending near its last logged reward (a smoothed mean over seeds)
+    curves = drawn["reward_curves"]["panels"][0]
+    assert {s["label"] for s in curves["series"] if s["kind"] == "line"} == {
+        aggregate.variant_label(config, v) for v in config["variants"]}
+    line = _series(curves, "line", "GRPO")
+    assert line["x"][-1] == MAX_STEPS
+    assert line["y"][-1] == pytest.approx(np.mean([_final_train_reward("grpo", s, 1) for s in SEEDS]), abs=0.02)
+
+    # checkpoints of qwen15, math12k / amc: SFT at step 0, the checkpoint, the final model at max_steps
+    panel = next(p for p in drawn["checkpoints_qwen15"]["panels"] if p["title"] == "math12k / amc")
+    line = _series(panel, "line", aggregate.variant_label(config, "rt99"))
+    assert line["x"] == [0, CHECKPOINT, MAX_STEPS]
+    assert line["y"] == pytest.approx([accuracy("qwen15", "math12k", "sft", None, "final", "amc"),
+                                       _mean_over_seeds_at("qwen15", "math12k", "rt99", CHECKPOINT, "amc"),
+                                       _mean_over_seeds("qwen15", "math12k", "rt99", "amc")])
+
+
+def _mean_over_seeds_at(model, dataset, variant, step, benchmark):
+    return np.mean([accuracy(model, dataset, variant, s, step, benchmark) for s in SEEDS])
 
 
 def test_figures_of_an_empty_results_folder_say_so(tmp_path):
     config = small_config()
     config["models"] = {"qwen15": config["models"]["qwen15"]}
-    paths = figures.main(config, tmp_path / "nothing", tmp_path / "figures")
-    assert len(paths) == len(figures.output_files(config))
-    assert all(Path(p).stat().st_size > 0 for p in paths)
+    out = tmp_path / "figures"
+    paths = figures.main(config, tmp_path / "nothing", out)
+    assert [Path(p).name for p in paths] == figures.output_files(config)
+    for name in figures.figure_names(config):
+        panels = json.loads((out / f"{name}.json").read_text())["panels"]
+        shown = [panel for panel in panels if panel["title"] or panel["notes"]]
+        assert shown, name
+        for panel in shown:
+            assert not panel["series"], name
+            assert len(panel["notes"]) == 1 and "yet" in panel["notes"][0], (name, panel)
+    notes = {json.loads((out / f"{name}.json").read_text())["panels"][0]["notes"][0] for name in ("figure1", "figure3")}
+    assert notes == {"no GRPO / GRPO-λ results for qwen15 yet", "qwen15: no training logs yet"}
 
 
 def test_each_variant_keeps_one_distinct_colour():

@@ -1,6 +1,9 @@
 """The whole DAG, end to end, on a smaller copy of the embedded default (tests/data/config-e2e.yaml)."""
 
+import base64
+import io
 import json
+import re
 import subprocess
 import sys
 
@@ -81,11 +84,25 @@ def test_every_cell_logged_every_step_and_kept_its_checkpoints(run):
     assert trace_log["trace_weight"].notna().all()
 
 
+def embedded_files(html: str) -> dict[str, bytes]:
+    """The files a Snakemake report embeds as base64 data URIs, by file name."""
+    html = html.replace("\\/", "/")  # data URIs inside JSON strings may escape the slash
+    found = re.finditer(r"data:[\w/.+-]+;charset=[\w-]+;filename=([^;\"']+);base64,([A-Za-z0-9+/=]+)", html)
+    return {match.group(1): base64.b64decode(match.group(2)) for match in found}
+
+
 def test_the_report_holds_the_tables_and_figures(run):
     html = (run / "results" / "report.html").read_text(errors="replace")
-    assert len(html) > 10_000
-    for name in ("results.csv", "table1.csv", "figure4.png"):
-        assert name in html
+    embedded = embedded_files(html)
+    assert {"results.csv", "table1.csv", "figure4.png"} <= set(embedded), sorted(embedded)
+    assert embedded["figure4.png"].startswith(b"\x89PNG")
+    # Table 1 as the report shows it is the table the pipeline wrote, value for value
+    written = pd.read_csv(run / "results" / "tables" / "table1.csv")
+    shown = pd.read_csv(io.BytesIO(embedded["table1.csv"]))
+    pd.testing.assert_frame_equal(shown, written)
+    grpo = written[written["method"] == "grpo"].iloc[0]
+    assert 0.0 <= grpo["average"] <= 1.0
+    assert shown.loc[shown["method"] == "grpo", "average"].item() == grpo["average"]
     assert not list((run / "results").rglob(".*.tmp-*")), "temporary files must be renamed away"
 
 

@@ -59,6 +59,7 @@ import pandas as pd
 from grpo_lambda import files
 from grpo_lambda.config import model_datasets, model_variants, rl_settings
 from grpo_lambda.files import write_text
+from grpo_lambda.learning_speed import learning_speed_table
 from grpo_lambda.stats import Interval, Term, bootstrap_linear
 
 FINAL = "final"
@@ -772,7 +773,7 @@ def _order(frame: pd.DataFrame, config: dict, extra: list[str] | None = None) ->
 
 def table_names(config: dict) -> list[str]:
     """The tables ``main`` writes (without extension), in order."""
-    return (["results", "results_by_variant", "checkpoints", "table1", "table1_published"]
+    return (["results", "results_by_variant", "checkpoints", "table1", "learning_speed", "table1_published"]
             + [f"appendix_e_{model}" for model in config["models"]]
             + ["appendix_e_published", "paired", "missing"])
 
@@ -851,6 +852,7 @@ def build_tables(config: dict, results_dir: str | os.PathLike) -> dict[str, pd.D
         "results_by_variant": by_variant,
         "checkpoints": checkpoints_table(summary, cells, config),
         "table1": t1,
+        "learning_speed": learning_speed_table(config, collect_train_logs(results_dir, config), options),
         "table1_published": table1_published(t1, published_table1, config),
     }
     for model in config["models"]:

@@ -16,6 +16,11 @@ this pipeline's choice. Each seed is smoothed on its own; the line is the mean o
 band spans the seeds (min to max). Every variant keeps one colour in every figure
 (:func:`variant_colour`). A figure whose data do not exist yet is still written, with a note
 saying so, so that a partial run has a complete report.
+
+Beside each figure, ``{name}.json`` holds what it draws, read back from its artists
+(:func:`figure_data`): per panel the title, axis labels, notes, and each labelled curve, bar series
+and point set with its values. It is a by-product for checks and reuse, not one of the rule's
+declared outputs.
 """
 
 from __future__ import annotations
@@ -26,13 +31,17 @@ from pathlib import Path
 import matplotlib
 
 matplotlib.use("Agg")
+import matplotlib.colors as mcolors  # noqa: E402
 import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first)
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
 from grpo_lambda import aggregate  # noqa: E402
 from grpo_lambda.config import model_datasets, model_variants  # noqa: E402
-from grpo_lambda.files import atomic_path  # noqa: E402
+from grpo_lambda.files import atomic_path, write_json  # noqa: E402
+from grpo_lambda.learning_speed import learning_speed_table  # noqa: E402
+from matplotlib.collections import PathCollection  # noqa: E402
+from matplotlib.container import BarContainer  # noqa: E402
 
 FORMATS = ("png", "pdf")
 MAX_CURVE_POINTS = 500  # per drawn curve; smoothed curves lose nothing visible
@@ -259,6 +268,30 @@ def reward_curves_figure(config: dict, logs: pd.DataFrame, options: dict):
     return _curves(config, logs, "reward", pick, "train reward", options)
 
 
+def learning_speed_figure(config: dict, speed: pd.DataFrame):
+    """Per model × training set: each variant's area under the training-reward curve and steps to
+    the threshold (``learning_speed`` table), mean over seeds with its 95% interval."""
+    groups = list(speed.groupby(["model", "dataset"], sort=False)) if not speed.empty else []
+    fig, axes = _grid(max(len(groups), 1), 2)
+    if not groups:
+        for ax in axes[0]:
+            _note(ax, "no training logs yet")
+        return fig
+    for r, ((model, dataset), part) in enumerate(groups):
+        y = np.arange(len(part))[::-1]
+        colours = [variant_colour(config, v) for v in part["variant"]]
+        for ax, stat, xlabel in ((axes[r, 0], "auc", "mean train reward over the run (AUC)"),
+                                 (axes[r, 1], "steps_to_threshold",
+                                  f"steps to reward {part['threshold'].iloc[0]:.3f}")):
+            for yi, colour, (_, row) in zip(y, colours, part.iterrows()):
+                ax.errorbar(row[stat], yi, xerr=[[row[stat] - row[f"{stat}_low"]], [row[f"{stat}_high"] - row[stat]]],
+                            fmt="o", color=colour, capsize=3)
+            ax.set_yticks(y, part["variant"], fontsize=7)
+            ax.set_xlabel(xlabel, fontsize=8)
+            ax.set_title(f"{model} / {dataset}", fontsize=9)
+    return fig
+
+
 def eval_length_figure(config: dict, summary: pd.DataFrame):
     final = summary[summary["step"] == aggregate.FINAL]
     models = list(config["models"])
@@ -322,7 +355,7 @@ def checkpoints_figure(config: dict, table: pd.DataFrame, model: str):
 
 def figure_names(config: dict) -> list[str]:
     """The figures ``main`` writes (without extension), in order."""
-    return (["figure1", "figure3", "figure4", "reward_curves", "kl", "eval_length"]
+    return (["figure1", "figure3", "figure4", "reward_curves", "learning_speed", "kl", "eval_length"]
             + [f"checkpoints_{m}" for m in config["models"]])
 
 
@@ -331,8 +364,45 @@ def output_files(config: dict) -> list[str]:
     return [f"{name}.{ext}" for name in figure_names(config) for ext in FORMATS]
 
 
+def _numbers(values) -> list:
+    """Floats for JSON (NaN and infinities as None)."""
+    return [float(v) if np.isfinite(v) else None for v in np.asarray(values, dtype=float).ravel()]
+
+
+def figure_data(fig) -> dict:
+    """What ``fig`` draws, from its artists: per panel its text and its labelled series' values.
+
+    Lines (``kind`` "line": x, y), bar series ("bar": bar centres x, heights y) and scatter points
+    ("points": x, y); unlabelled lines (error bars, helpers) are left out.
+    """
+    panels = []
+    for ax in fig.axes:
+        series = []
+        for line in ax.get_lines():
+            if not line.get_label().startswith("_"):
+                x, y = line.get_data()
+                series.append({"kind": "line", "label": line.get_label(), "colour": mcolors.to_hex(line.get_color()),
+                               "x": _numbers(x), "y": _numbers(y)})
+        for container in ax.containers:
+            if isinstance(container, BarContainer):
+                bars = list(container)
+                series.append({"kind": "bar", "label": container.get_label(),
+                               "colour": mcolors.to_hex(bars[0].get_facecolor()) if bars else None,
+                               "x": _numbers([b.get_x() + b.get_width() / 2 for b in bars]),
+                               "y": _numbers([b.get_height() for b in bars])})
+        for collection in ax.collections:
+            if isinstance(collection, PathCollection):
+                offsets = np.asarray(collection.get_offsets(), dtype=float).reshape(-1, 2)
+                series.append({"kind": "points", "x": _numbers(offsets[:, 0]), "y": _numbers(offsets[:, 1])})
+        panels.append({"title": ax.get_title(), "xlabel": ax.get_xlabel(), "ylabel": ax.get_ylabel(),
+                       "xticklabels": [t.get_text() for t in ax.get_xticklabels()],
+                       "notes": [t.get_text() for t in ax.texts], "series": series})
+    return {"suptitle": fig._suptitle.get_text() if fig._suptitle else "", "panels": panels}
+
+
 def save(fig, out_dir: str | os.PathLike, name: str) -> list[str]:
-    """Write ``name``.png and .pdf atomically (temporary name, then rename); close the figure."""
+    """Write ``name``.png and .pdf atomically (temporary name, then rename), and ``name``.json with
+    :func:`figure_data`; close the figure. Returns the image paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
@@ -344,6 +414,7 @@ def save(fig, out_dir: str | os.PathLike, name: str) -> list[str]:
         with atomic_path(path) as tmp:
             fig.savefig(tmp, format=ext, dpi=150, metadata=metadata)
         paths.append(str(path))
+    write_json(out_dir / f"{name}.json", figure_data(fig))
     plt.close(fig)
     return paths
 
@@ -362,6 +433,7 @@ def main(config: dict, results_dir: str | os.PathLike, out_dir: str | os.PathLik
         "figure3": lambda: figure3(config, logs, options),
         "figure4": lambda: figure4(config, logs, options),
         "reward_curves": lambda: reward_curves_figure(config, logs, options),
+        "learning_speed": lambda: learning_speed_figure(config, learning_speed_table(config, logs, options)),
         "kl": lambda: kl_figure(config, logs, options),
         "eval_length": lambda: eval_length_figure(config, summary),
     }

@@ -1,0 +1,83 @@
+#!/usr/bin/env bash
+# Mutation testing of the maths and grading code (mutmut): plant one small bug at a time and check that
+# the module's fast tests fail. Not part of CI (minutes to hours); run it before a release, and record
+# the score and every surviving mutant in docs/testing.md.
+#
+#   pip install -c envs/constraints-cpu.txt mutmut     # once, into the project's environment (not a CI
+#                                                      # requirement; mutmut 3.8.1 made the recorded score)
+#   bash scripts/mutation.sh                           # every module below, one after the other
+#   bash scripts/mutation.sh traces objectives         # some of them
+#   MUTATION_JOBS=4 bash scripts/mutation.sh stats     # more parallel test processes (default 2)
+#   MUTANTS='*policy_loss__mutmut_* *_normalise__mutmut_*' bash scripts/mutation.sh objectives
+#                                                      # only the mutants of some functions (globs)
+#
+# Each module runs in its own scratch copy of the working tree (${MUTATION_DIR}/<module>/, where mutmut
+# keeps its mutants/ folder and cache), against the fast tests that cover it: a rerun only tests
+# mutants whose code changed. `cd ${MUTATION_DIR}/<module> && mutmut results` lists the survivors and
+# `mutmut show <name>` prints one as a diff. The trainer is scoped to its loss path (the functions
+# listed in LOSS_PATH), not to OAR, dynamic sampling or config parsing.
+set -euo pipefail
+ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
+MUTATION_DIR="${MUTATION_DIR:-${TMPDIR:-/tmp}/grpo-lambda-mutation}"
+JOBS="${MUTATION_JOBS:-2}"
+[[ -d "$ROOT/.venv" && -z "${VIRTUAL_ENV:-}" ]] && source "$ROOT/.venv/bin/activate"
+command -v mutmut >/dev/null || { echo "mutmut not found: pip install -c envs/constraints-cpu.txt mutmut" >&2; exit 1; }
+
+# module -> its fast tests (files or test node ids)
+B=tests/test_blind_spots.py
+declare -A TESTS=(
+  [traces]="tests/test_traces.py"
+  [objectives]="tests/test_objectives.py"
+  [trainer]="$B::test_trainer_loss_is_policy_loss_with_every_grpo_lambda_setting
+             $B::test_advantage_clamp_default_per_objective
+             $B::test_lambda_zero_equals_trl_when_steps_per_generation_differs
+             tests/test_trainer.py::test_lambda_zero_equals_trl_grpo
+             tests/test_trainer.py::test_positive_lambda_changes_the_loss_and_logs_trace_weight
+             tests/test_trainer.py::test_objective_grpo_with_clamp_is_trl_loss_on_clamped_advantages
+             tests/test_trainer.py::test_config_advantage_clamp_defaults"
+  [rewards]="tests/test_rewards.py $B::test_grade_many_in_parallel_keeps_each_verdict_in_its_row"
+  [stats]="tests/test_stats.py $B::test_bootstrap_width_is_the_binomial_width_of_its_level"
+  [aggregate]="tests/test_aggregate.py $B::test_table1_averages_over_the_variants_present"
+)
+# The trainer's loss path: mutants of these functions only.
+LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params
+           _resolve_advantage_clamp)
+MODULES=("$@")
+[[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives trainer stats rewards aggregate)
+
+export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
+unset PYTHONPATH  # mutmut puts its mutated copy of src/ first on the path
+
+for module in "${MODULES[@]}"; do
+  [[ -n "${TESTS[$module]:-}" ]] || { echo "unknown module '$module' (known: ${!TESTS[*]})" >&2; exit 2; }
+  work="$MUTATION_DIR/$module"
+  mkdir -p "$work"
+  # The working tree as it is (tracked and new files, not ignored ones) over the scratch copy.
+  (cd "$ROOT" && git ls-files -z --cached --others --exclude-standard | xargs -0 tar -cf -) | tar -xf - -C "$work"
+  # setup.cfg: mutmut's settings; one test file (with its -k selection) per line.
+  {
+    echo "[mutmut]"
+    echo "source_paths = src/grpo_lambda/"
+    echo "only_mutate = src/grpo_lambda/$module.py"
+    echo "also_copy ="
+    for folder in config workflow envs benchmarks Snakefile; do echo "    $folder"; done
+    echo "pytest_add_cli_args ="
+    echo "    -p"
+    echo "    no:cacheprovider"
+    echo "    -q"
+    echo "pytest_add_cli_args_test_selection ="
+    for test in ${TESTS[$module]}; do echo "    $test"; done
+  } > "$work/setup.cfg"
+  names=()
+  if [[ -n "${MUTANTS:-}" ]]; then
+    read -r -a names <<< "$MUTANTS"
+  elif [[ "$module" == trainer ]]; then
+    for function in "${LOSS_PATH[@]}"; do names+=("grpo_lambda.trainer.*${function}__mutmut_*"); done
+  fi
+  echo "== $module: $(echo ${TESTS[$module]})${names[*]:+ (mutants: ${names[*]})}"
+  start=$SECONDS
+  (cd "$work" && mutmut run --max-children "$JOBS" "${names[@]}" > mutmut-run.log 2>&1) || true
+  tail -n 3 "$work/mutmut-run.log" | tr '\r' '\n' | tail -n 2
+  (cd "$work" && mutmut results --all true > results.txt 2>&1) || true
+  echo "   $((SECONDS - start)) s; survivors: $(grep -c ': survived' "$work/results.txt" || true) (list: $work/results.txt)"
+done
