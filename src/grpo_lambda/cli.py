@@ -149,6 +149,14 @@ def cmd_sft(args) -> None:
     sft.run(settings, base=args.base, data_path=args.data, out_dir=args.out)
 
 
+def cmd_prepare_sft(args) -> None:
+    from grpo_lambda import sft_data
+
+    _threads(args)
+    settings = _settings(args, "prepare_sft", model=args.model, dataset=args.dataset)
+    sft_data.run(settings, base=args.base, data_path=args.data, out=args.out, counts_path=args.counts)
+
+
 def cmd_train(args) -> None:
     from grpo_lambda import train
 
@@ -275,6 +283,14 @@ def parser() -> argparse.ArgumentParser:
     sub = stage("prepare", cmd_prepare, "write a training set or benchmark as normalised JSONL",
                 ["dataset", "benchmark"])
     sub.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
+
+    sub = stage("prepare-sft", cmd_prepare_sft, "the SFT set by self-distillation: the base model's correct samples",
+                ["model", "dataset"])
+    sub.add_argument("--base", required=True, metavar="MODEL", help="hub id or folder of the model that samples")
+    sub.add_argument("--data", required=True, metavar="FILE", help="the training set's JSONL (from prepare)")
+    sub.add_argument("--out", required=True, metavar="FILE", help="the SFT set to write (JSONL)")
+    sub.add_argument("--counts", metavar="FILE", help="the counts to write (JSON); default: --out with .json")
+    sub.add_argument("--threads", type=_positive_int, metavar="N", help=THREADS_HELP)
 
     sub = stage("sft", cmd_sft, "supervised fine-tuning", ["model", "dataset"])
     sub.add_argument("--base", required=True, metavar="MODEL", help="hub id or folder of the base model")

@@ -372,7 +372,7 @@ _PLAIN_UNITS = re.compile(
     r"(?:degree|cm|centimeter|meter|mile|second|minute|hour|day|week|month|year|foot|feet|inch|yard)"
     r"(es)?(s)? *(\^[0-9]+)?")
 _THOUSANDS_COMMA = re.compile(r"(\d),(\d\d\d)($|\D)")
-_DECIMAL = re.compile(r"-?[0-9]{1,100}(\.[0-9]{1,100})?")
+_DECIMAL = re.compile(r"-?[0-9]{1,100}(\.[0-9]{0,100})?")  # "204." reads as float("204.") does
 _INTEGER = re.compile(r"-?[0-9]+")
 
 
@@ -429,9 +429,26 @@ def plain_normalize(answer: str) -> str | None:
 # --------------------------------------------------------------------------------------------------
 
 
+# A number as a model boxes it: "x = 5", "-1,234", ".35", "2.5e-3", "3 \\times 10^{8}", "90^{\\circ}", "62.5\\%".
+_NUMBER_BEFORE_PERIOD = re.compile(
+    r"(?:[a-z]\s*=\s*)?-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)?\.?[0-9]+"
+    r"(?:\s*\\times\s*10\^\{?-?[0-9]+\}?|e[+-]?[0-9]+)?(?:\^\{?\\circ\}?|\\?%)?")
+
+
+def _without_final_period(answer: str) -> str:
+    r"""``answer`` less a sentence-ending period after a number: models often write ``\boxed{204.}``,
+    and the reference grader accepts it (``float("204.")`` in its normalisation). Only after a number,
+    as there: it rejects ``\frac{14}{3}.`` and tuples like ``1,3.`` (docs/grader-parity.md)."""
+    stripped = answer.strip()
+    if stripped.endswith(".") and _NUMBER_BEFORE_PERIOD.fullmatch(stripped[:-1].rstrip()):
+        return stripped[:-1].rstrip()
+    return answer
+
+
 @functools.lru_cache(maxsize=8192)
 def _comparison_keys(answer: str) -> tuple[str, str, str | None]:
     """(stripped, Hendrycks-normalised, PRM800K-normalised) forms; gold forms repeat, hence the cache."""
+    answer = _without_final_period(answer)
     return answer.strip(), hendrycks_normalize(answer), plain_normalize(answer)
 
 
@@ -744,7 +761,7 @@ def grade_details(completion: str, gold, *, timeout: float = DEFAULT_TIMEOUT) ->
         return {"extracted": None, "formatted": False, "correct": False}
     correct, undecided = _fast_verdict(extracted, golds)
     if undecided:
-        correct = _symbolic_match(extracted, undecided, timeout)
+        correct = _symbolic_match(_without_final_period(extracted), undecided, timeout)
     return {"extracted": extracted, "formatted": True, "correct": correct}
 
 
@@ -772,7 +789,7 @@ def grade_many_details(completions: list[str], golds: list, *, processes: int | 
         correct, undecided = (False, []) if extracted is None else _fast_verdict(extracted, forms)
         details.append({"extracted": extracted, "formatted": extracted is not None, "correct": correct})
         if undecided:
-            pending.append((index, extracted, undecided))
+            pending.append((index, _without_final_period(extracted), undecided))
     if pending:
         # Threads only wait on the workers; the work itself runs in the worker processes.
         with ThreadPoolExecutor(max_workers=min(processes, len(pending))) as executor:

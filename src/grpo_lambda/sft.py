@@ -22,7 +22,8 @@ def sft_dataset(rows: list[dict], tokenizer, template: str):
     if missing:
         raise ValueError(
             f"{missing} of {len(rows)} training rows have no 'solution' to fine-tune on; "
-            "set sft.epochs: 0 to start RL from the base model")
+            "set sft.data: self_distill to fine-tune on the base model's own correct samples, "
+            "or sft.epochs: 0 to start RL from the base model")
     return Dataset.from_list([
         {"prompt": prompt_text(tokenizer, template, row["problem"]),
          "completion": row["solution"] + tokenizer.eos_token}
