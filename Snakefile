@@ -16,6 +16,7 @@ report: "workflow/report/workflow.rst"
 
 
 include: "workflow/rules/common.smk"
+include: "workflow/rules/prefetch.smk"
 include: "workflow/rules/data.smk"
 include: "workflow/rules/sft.smk"
 include: "workflow/rules/rl.smk"

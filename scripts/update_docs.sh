@@ -1,9 +1,11 @@
 #!/usr/bin/env bash
-# Copies the figure and tables the README shows from the last default run into docs/default-run/
+# Copies the figures and tables the README shows from the last default run into docs/default-run/
 # (run after scripts/run_default.sh; the README quotes these files, nothing there is drawn by hand).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p docs/default-run
-cp results/figures/reward_curves.png results/figures/figure1.png docs/default-run/
-cp results/tables/table1.md results/tables/paired.md results/tables/results_by_variant.md docs/default-run/
+cp results/figures/reward_curves.png results/figures/learning_speed.png results/figures/figure1.png docs/default-run/
+for table in table1 paired results_by_variant learning_speed; do
+  cp "results/tables/$table.md" "results/tables/$table.csv" docs/default-run/
+done
 echo "docs/default-run updated from results/"

@@ -11,29 +11,48 @@ def operands(problem: str) -> list[int]:
     return [int(x) for x in problem[:-2].split("+")]
 
 
+def chain_result(solution: str) -> int:
+    return int(re.findall(r"\((\d+)\)", solution)[-1])
+
+
 def test_generation_is_deterministic_in_the_seed():
-    assert arith.generate(50, seed=11, box_rate=0.5) == arith.generate(50, seed=11, box_rate=0.5)
+    assert arith.generate(50, seed=11, carry_error_rate=0.5) == arith.generate(50, seed=11, carry_error_rate=0.5)
     assert arith.generate(50, seed=11) != arith.generate(50, seed=12)
 
 
 @pytest.mark.parametrize("level", sorted(arith.LEVELS))
-def test_answers_are_the_sums_and_the_chain_of_thought_ends_in_them(level):
+def test_a_correct_chain_ends_in_the_sum_and_boxes_it(level):
     for row in arith.generate(200, seed=level, levels=[level]):
         numbers = operands(row["problem"])
         assert [len(str(x)) for x in numbers] == list(arith.LEVELS[level])
-        assert row["answer"] == str(sum(numbers))
-        last_partial = re.findall(r"\((\d+)\)", row["solution"])[-1]
-        assert int(last_partial) == sum(numbers)
+        assert row["answer"] == str(sum(numbers)) and row["step_errors"] == 0
+        assert chain_result(row["solution"]) == sum(numbers)
+        assert grade(row["solution"], row["answer"])
 
 
-def test_box_rate_is_a_per_example_coin_and_the_grader_reads_only_boxed_answers():
-    rows = arith.generate(2000, seed=1, box_rate=0.3)
-    boxed = [row for row in rows if "\\boxed{" in row["solution"]]
-    assert 0.25 < len(boxed) / len(rows) < 0.35
-    for row in rows[:300]:
-        assert grade(row["solution"], row["answer"]) == (row in boxed)
-        wrong = str(int(row["answer"]) + 1)
-        assert not grade(f"Answer: \\boxed{{{wrong}}}", row["answer"])
+def test_a_carry_is_dropped_at_the_stated_rate_and_the_chain_stays_consistent():
+    rows = arith.generate(3000, seed=3, carry_error_rate=0.6)
+    carries = sum(len(arith.carry_columns(operands(r["problem"]))) for r in rows)
+    errors = sum(r["step_errors"] for r in rows)
+    assert 0.55 < errors / carries < 0.65
+    for row in rows:
+        numbers = operands(row["problem"])
+        wrong = row["step_errors"] > 0
+        # every target is boxed; a wrong carry makes the chain, and so the boxed answer, wrong
+        assert "\\boxed{" in row["solution"]
+        assert grade(row["solution"], row["answer"]) == (not wrong)
+        assert (chain_result(row["solution"]) == sum(numbers)) == (not wrong)
+        # the first step that goes wrong is a dropped carry, wherever it sits in the chain
+        assert arith.first_error(row["problem"], row["solution"])[0] == ("carry" if wrong else "correct")
+
+
+def test_difficulty_grows_with_the_level():
+    """The mean number of carries in a problem's chain grows with the level (levels 2 and 3 tie:
+    3-digit + 2-digit has the longer chain, 2-digit + 2-digit more often a carry out of the last column)."""
+    means = [sum(len(arith.carry_columns(operands(r["problem"]))) for r in arith.generate(300, seed=7, levels=[level]))
+             / 300 for level in sorted(arith.LEVELS)]
+    assert means[0] < min(means[1:3]) and max(means[1:3]) < means[3] < means[4]
+    assert means[0] < 0.7 and means[4] > 1.8
 
 
 def test_training_and_held_out_problems_never_overlap():
@@ -44,8 +63,37 @@ def test_training_and_held_out_problems_never_overlap():
         assert not train & held_out
 
 
+def test_box_rate_still_leaves_some_targets_unboxed_and_ungraded():
+    rows = arith.generate(1000, seed=1, box_rate=0.3)
+    boxed = [row for row in rows if "\\boxed{" in row["solution"]]
+    assert 0.25 < len(boxed) / len(rows) < 0.35
+    assert not any(grade(row["solution"], row["answer"]) for row in rows if row not in boxed)
+
+
 def test_bad_arguments_are_named():
     with pytest.raises(ValueError, match="levels"):
         arith.generate(3, seed=0, levels=[9])
     with pytest.raises(ValueError, match="box_rate"):
         arith.generate(3, seed=0, box_rate=1.5)
+    with pytest.raises(ValueError, match="carry_error_rate"):
+        arith.generate(3, seed=0, carry_error_rate=-0.1)
+
+
+def test_first_error_finds_the_taught_carry_error_and_other_slips():
+    problem = "857+695=?"
+    right = "7+5=12 (2), 5+9+1=15 (52), 8+6+1=15 (552), carry 1 (1552). \\boxed{1552}"
+    assert arith.first_error(problem, right) == ("correct", None)
+    assert arith.first_error(problem, right.replace("5+9+1=15 (52)", "5+9=14 (42)")) == ("carry", 1)
+    assert arith.first_error(problem, right.replace("5+9+1=15", "5+9+1=16")) == ("sum", 1)
+    assert arith.first_error(problem, right.replace("8+6+1", "8+5+1")) == ("digits", 2)
+    assert arith.first_error(problem, right.replace(", carry 1 (1552). \\boxed{1552}", ". \\boxed{552}")) == ("carry", 3)
+    assert arith.first_error(problem, right.replace("{1552}", "{1553}")) == ("answer", 4)
+    assert arith.first_error(problem, "7+5=12 (2), 5+9") == ("format", 1)
+    assert arith.first_error(problem, right.split(" \\boxed")[0]) == ("format", 4)
+
+
+def test_first_error_agrees_with_the_grader_on_generated_targets():
+    for row in arith.generate(500, seed=9, carry_error_rate=0.5):
+        kind, _ = arith.first_error(row["problem"], row["solution"])
+        assert (kind == "correct") == grade(row["solution"], row["answer"])
+        assert kind in ("correct", "carry")

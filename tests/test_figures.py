@@ -57,7 +57,7 @@ def test_every_figure_draws_the_known_values(tree, tmp_path):
     out = tmp_path / "figures"
     paths = figures.main(config, root, out)
     assert [Path(p).name for p in paths] == figures.output_files(config)
-    assert len(paths) == 2 * (6 + len(config["models"]))  # six grid-wide figures, one per model
+    assert len(paths) == 2 * (7 + len(config["models"]))  # seven grid-wide figures, one per model
     for path in map(Path, paths):
         assert path.stat().st_size > 1000
         assert _kind(path) == path.suffix[1:]

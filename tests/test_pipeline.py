@@ -13,6 +13,7 @@ import yaml
 
 from conftest import E2E_CONFIG, ROOT
 from grpo_lambda import files
+from grpo_lambda.rewards import grade
 
 pytestmark = pytest.mark.slow
 
@@ -38,7 +39,7 @@ def run(tmp_path_factory, cli):
 def test_the_results_table_matches_the_per_sample_files(run):
     config = yaml.safe_load(E2E_CONFIG.read_text())
     table = pd.read_csv(run / "results" / "tables" / "results.csv")
-    per_suite = table[table["benchmark"].isin(config["benchmarks"])]
+    per_suite = table[table["benchmark"].isin(config["benchmarks"]) & (table["model"] == "tiny")]
     # SFT baseline once per suite, and every variant x seed x suite.
     expected = len(config["benchmarks"]) * (1 + len(config["variants"]) * len(config["seeds"]))
     assert len(per_suite) == expected
@@ -54,6 +55,19 @@ def test_the_results_table_matches_the_per_sample_files(run):
         assert summary["accuracy"] == pytest.approx(row.accuracy)
         if row.variant != "sft":
             assert row.gain == pytest.approx(row.accuracy - row.sft_accuracy)
+
+
+def test_the_self_distilled_sft_set_holds_correct_samples_and_its_counts(run):
+    config = yaml.safe_load(E2E_CONFIG.read_text())
+    folder = run / "results" / "tiny-distill" / "arith" / "sft"
+    counts = json.loads((folder / "data.json").read_text())
+    rows = files.read_jsonl(folder / "data.jsonl")
+    samples = config["models"]["tiny-distill"]["sft"]["self_distill"]["samples"]
+    assert counts["problems"] == config["datasets"]["arith"]["n"] and counts["samples"] == samples * counts["problems"]
+    assert 0 < counts["kept"] == len(rows) <= counts["correct"] <= counts["samples"]
+    assert counts["problems_kept"] == len({row["problem"] for row in rows})
+    assert all(grade(row["solution"], row["answer"]) for row in rows)
+    assert (run / "results" / "tiny-distill" / "arith" / "grpo" / "seed0" / "eval" / "final" / "arith-1.json").exists()
 
 
 def test_every_cell_logged_every_step_and_kept_its_checkpoints(run):

@@ -49,3 +49,36 @@ def test_unknown_architecture_key_is_named():
 
     with pytest.raises(ValueError, match="hidden_sizes"):
         tiny.build_model(tiny.build_tokenizer(), hidden_sizes=3)
+
+
+def test_r1_family_adds_its_bos_itself_and_renders_the_r1_distill_template(tmp_path):
+    folder = tmp_path / "r1"
+    tiny.build(str(folder), template="r1", hidden_size=32, num_hidden_layers=2, num_attention_heads=2,
+               intermediate_size=64)
+    tokenizer = AutoTokenizer.from_pretrained(folder)
+    prompt = tokenizer.apply_chat_template([{"role": "user", "content": "12+3=?"}], tokenize=False,
+                                           add_generation_prompt=True)
+    assert prompt == "<｜begin▁of▁sentence｜><｜User｜>12+3=?<｜Assistant｜><think>\n"
+    tokens = tokenizer.convert_ids_to_tokens(tokenizer("12")["input_ids"])
+    assert tokens == [tiny.R1_BOS, "1", "2"]  # the BOS comes from the tokenizer, as R1-Distill's does
+    assert tokenizer.convert_ids_to_tokens(tokenizer(prompt, add_special_tokens=False)["input_ids"])[-2:] == [
+        "<think>", "\n"]
+    assert tokenizer.eos_token == tiny.R1_EOS and tokenizer.pad_token_id != tokenizer.eos_token_id
+    text = "a <think>\nb</think> \\boxed{1}"
+    assert tokenizer.decode(tokenizer(text)["input_ids"], skip_special_tokens=True) == text
+    model = AutoModelForCausalLM.from_pretrained(folder)
+    assert model.config.bos_token_id == tokenizer.bos_token_id
+    assert model.generation_config.eos_token_id == tokenizer.eos_token_id
+
+
+def test_chatml_family_adds_nothing_on_encoding():
+    tokenizer = tiny.build_tokenizer("chatml")
+    assert tokenizer("12")["input_ids"] == tokenizer("12", add_special_tokens=False)["input_ids"]
+    assert tokenizer.bos_token is None
+
+
+def test_unknown_template_is_named():
+    import pytest
+
+    with pytest.raises(ValueError, match="'gemma'"):
+        tiny.build_tokenizer("gemma")

@@ -119,6 +119,20 @@ def cmd_build_tiny(args) -> None:
     tiny.build(args.out, **settings["tiny"])
 
 
+def cmd_prefetch(args) -> None:
+    from grpo_lambda import files, prefetch
+
+    if args.settings:
+        settings = json.loads(args.settings)
+    elif args.config:
+        from grpo_lambda import config as config_module
+
+        settings = prefetch.hub_sources(config_module.load(args.config))
+    else:
+        raise SystemExit("grpo-lambda prefetch: give --settings JSON or --config FILE")
+    files.write_json(args.out, prefetch.run(settings))
+
+
 def cmd_prepare(args) -> None:
     from grpo_lambda import prepare
 
@@ -133,6 +147,14 @@ def cmd_sft(args) -> None:
     _require_files(data=args.data)
     _threads(args)
     sft.run(settings, base=args.base, data_path=args.data, out_dir=args.out)
+
+
+def cmd_prepare_sft(args) -> None:
+    from grpo_lambda import sft_data
+
+    _threads(args)
+    settings = _settings(args, "prepare_sft", model=args.model, dataset=args.dataset)
+    sft_data.run(settings, base=args.base, data_path=args.data, out=args.out, counts_path=args.counts)
 
 
 def cmd_train(args) -> None:
@@ -255,9 +277,20 @@ def parser() -> argparse.ArgumentParser:
     sub = stage("build-tiny", cmd_build_tiny, "build and save the offline tiny model", ["model"])
     sub.add_argument("--out", required=True, metavar="DIR", help="folder to write the model and tokenizer to")
 
+    sub = stage("prefetch", cmd_prefetch, "download the study's hub models and datasets into $HF_HOME")
+    sub.add_argument("--out", required=True, help="a JSON record of what was fetched")
+
     sub = stage("prepare", cmd_prepare, "write a training set or benchmark as normalised JSONL",
                 ["dataset", "benchmark"])
     sub.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
+
+    sub = stage("prepare-sft", cmd_prepare_sft, "the SFT set by self-distillation: the base model's correct samples",
+                ["model", "dataset"])
+    sub.add_argument("--base", required=True, metavar="MODEL", help="hub id or folder of the model that samples")
+    sub.add_argument("--data", required=True, metavar="FILE", help="the training set's JSONL (from prepare)")
+    sub.add_argument("--out", required=True, metavar="FILE", help="the SFT set to write (JSONL)")
+    sub.add_argument("--counts", metavar="FILE", help="the counts to write (JSON); default: --out with .json")
+    sub.add_argument("--threads", type=_positive_int, metavar="N", help=THREADS_HELP)
 
     sub = stage("sft", cmd_sft, "supervised fine-tuning", ["model", "dataset"])
     sub.add_argument("--base", required=True, metavar="MODEL", help="hub id or folder of the base model")

@@ -131,8 +131,24 @@ def rl_cells(config: dict) -> list[dict]:
     ]
 
 
+# Rejection sampling of the SFT set when sft.data is self_distill: k = 8 samples per problem at the
+# RL temperature, a quarter of them kept at most; the sample length is the RL completion length's
+# order, not the evaluation's, so the kept solutions fit the SFT max_length.
+SELF_DISTILL_DEFAULTS = {"samples": 8, "keep_per_problem": 2, "max_problems": None, "temperature": 1.0,
+                         "top_p": 1.0, "max_new_tokens": 1024, "max_model_len": 4096, "batch_size": 64,
+                         "backend": "hf", "seed": 0, "grader_timeout": 1.0}
+
+
 def sft_settings(config: dict, model: str) -> dict:
-    return {**config.get("sft", {}), **config["models"][model].get("sft", {})}
+    top, own = config.get("sft", {}), config["models"][model].get("sft", {})
+    merged = {"data": "solutions", **top, **own}
+    merged["self_distill"] = {**SELF_DISTILL_DEFAULTS, **top.get("self_distill", {}), **own.get("self_distill", {})}
+    return merged
+
+
+def sft_uses_self_distillation(config: dict, model: str) -> bool:
+    settings = sft_settings(config, model)
+    return settings["data"] == "self_distill" and settings.get("epochs", 1) != 0
 
 
 def rl_settings(config: dict, model: str) -> dict:
@@ -155,7 +171,14 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
     if stage == "build_tiny":
         return {"name": model, "tiny": spec.get("tiny", {})}
     if stage == "sft":
-        return {"model": model_part, "dataset": dataset, "sft": sft_settings(config, model)}
+        # Only what training reads: the sampling settings reach SFT through its data file.
+        options = {key: value for key, value in sft_settings(config, model).items() if key != "self_distill"}
+        if options["data"] == "solutions":
+            del options["data"]  # the default, so existing SFT jobs keep their params
+        return {"model": model_part, "dataset": dataset, "sft": options}
+    if stage == "prepare_sft":
+        return {"model": model_part, "dataset": dataset,
+                "sft": {"self_distill": sft_settings(config, model)["self_distill"]}}
     if stage == "train":
         return {"model": model_part, "dataset": dataset, "variant_name": variant,
                 "variant": config["variants"][variant], "rl": rl_settings(config, model),
@@ -187,7 +210,10 @@ def looks_local(model_source: str) -> bool:
 
 
 def _check_local_paths(config: dict, source: str) -> None:
+    made_here = str(config.get("results", "results")).rstrip("/") + "/"
     for model, spec in config["models"].items():
+        if spec["source"].startswith(made_here):
+            continue  # another job's output (e.g. a fine-tuned model to self-distil from): built first
         if spec["source"] != "tiny" and looks_local(spec["source"]):
             folder = Path(spec["source"]).expanduser()
             if not (folder / "config.json").is_file():

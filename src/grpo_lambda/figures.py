@@ -39,6 +39,7 @@ import pandas as pd  # noqa: E402
 from grpo_lambda import aggregate  # noqa: E402
 from grpo_lambda.config import model_datasets, model_variants  # noqa: E402
 from grpo_lambda.files import atomic_path, write_json  # noqa: E402
+from grpo_lambda.learning_speed import learning_speed_table  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.container import BarContainer  # noqa: E402
 
@@ -267,6 +268,30 @@ def reward_curves_figure(config: dict, logs: pd.DataFrame, options: dict):
     return _curves(config, logs, "reward", pick, "train reward", options)
 
 
+def learning_speed_figure(config: dict, speed: pd.DataFrame):
+    """Per model × training set: each variant's area under the training-reward curve and steps to
+    the threshold (``learning_speed`` table), mean over seeds with its 95% interval."""
+    groups = list(speed.groupby(["model", "dataset"], sort=False)) if not speed.empty else []
+    fig, axes = _grid(max(len(groups), 1), 2)
+    if not groups:
+        for ax in axes[0]:
+            _note(ax, "no training logs yet")
+        return fig
+    for r, ((model, dataset), part) in enumerate(groups):
+        y = np.arange(len(part))[::-1]
+        colours = [variant_colour(config, v) for v in part["variant"]]
+        for ax, stat, xlabel in ((axes[r, 0], "auc", "mean train reward over the run (AUC)"),
+                                 (axes[r, 1], "steps_to_threshold",
+                                  f"steps to reward {part['threshold'].iloc[0]:.3f}")):
+            for yi, colour, (_, row) in zip(y, colours, part.iterrows()):
+                ax.errorbar(row[stat], yi, xerr=[[row[stat] - row[f"{stat}_low"]], [row[f"{stat}_high"] - row[stat]]],
+                            fmt="o", color=colour, capsize=3)
+            ax.set_yticks(y, part["variant"], fontsize=7)
+            ax.set_xlabel(xlabel, fontsize=8)
+            ax.set_title(f"{model} / {dataset}", fontsize=9)
+    return fig
+
+
 def eval_length_figure(config: dict, summary: pd.DataFrame):
     final = summary[summary["step"] == aggregate.FINAL]
     models = list(config["models"])
@@ -330,7 +355,7 @@ def checkpoints_figure(config: dict, table: pd.DataFrame, model: str):
 
 def figure_names(config: dict) -> list[str]:
     """The figures ``main`` writes (without extension), in order."""
-    return (["figure1", "figure3", "figure4", "reward_curves", "kl", "eval_length"]
+    return (["figure1", "figure3", "figure4", "reward_curves", "learning_speed", "kl", "eval_length"]
             + [f"checkpoints_{m}" for m in config["models"]])
 
 
@@ -408,6 +433,7 @@ def main(config: dict, results_dir: str | os.PathLike, out_dir: str | os.PathLik
         "figure3": lambda: figure3(config, logs, options),
         "figure4": lambda: figure4(config, logs, options),
         "reward_curves": lambda: reward_curves_figure(config, logs, options),
+        "learning_speed": lambda: learning_speed_figure(config, learning_speed_table(config, logs, options)),
         "kl": lambda: kl_figure(config, logs, options),
         "eval_length": lambda: eval_length_figure(config, summary),
     }

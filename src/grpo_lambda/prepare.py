@@ -27,7 +27,8 @@ def rows_for(settings: dict, summary: files.ReadSummary | None = None) -> tuple[
     if settings["source"] == "synthetic":
         if role == "train":
             rows = arith.generate(settings["n"], seed=settings["seed"], levels=settings.get("levels"),
-                                  box_rate=settings.get("box_rate", 1.0), prefix=key)
+                                  box_rate=settings.get("box_rate", 1.0),
+                                  carry_error_rate=settings.get("carry_error_rate", 0.0), prefix=key)
         else:
             rows = arith.generate(settings["n"], seed=settings["seed"], levels=[settings["level"]],
                                   held_out=True, prefix=key)

@@ -4,11 +4,13 @@ importable from here still; a monkeypatch must target the module that defines th
 """
 
 from grpo_lambda.grading.workers import (  # noqa: F401
+    allocated_cpus,
     close_workers, DEFAULT_TIMEOUT, _POOL, _raise_soft_timeout, _serve, _SoftTimeout, _symbolic_equal,
     _symbolic_match, _Worker, _WORKER_BOOT, WORKER_START_TIMEOUT, _WorkerPool,
 )
 from grpo_lambda.grading.string_match import (  # noqa: F401
-    _comparison_keys, _fast_verdict, MAX_ANSWER_CHARS, MAX_DIGITS, MAX_SYMBOLIC_CHARS,
+    _comparison_keys, _fast_verdict, MAX_ANSWER_CHARS, MAX_DIGITS, _NUMBER_BEFORE_PERIOD, MAX_SYMBOLIC_CHARS,
+    _without_final_period,
 )
 from grpo_lambda.grading.extract import (  # noqa: F401
     _BOX_OPENERS, _BRACE, extract_boxed, format_number, gold_forms,

@@ -9,6 +9,7 @@ from pathlib import Path
 from grpo_lambda import files
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
+from grpo_lambda.saving import log_world_size, save_trained_model
 
 log = logging.getLogger(__name__)
 
@@ -21,7 +22,8 @@ def sft_dataset(rows: list[dict], tokenizer, template: str):
     if missing:
         raise ValueError(
             f"{missing} of {len(rows)} training rows have no 'solution' to fine-tune on; "
-            "set sft.epochs: 0 to start RL from the base model")
+            "set sft.data: self_distill to fine-tune on the base model's own correct samples, "
+            "or sft.epochs: 0 to start RL from the base model")
     return Dataset.from_list([
         {"prompt": prompt_text(tokenizer, template, row["problem"]),
          "completion": row["solution"] + tokenizer.eos_token}
@@ -35,8 +37,18 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
     options = settings["sft"]
     tokenizer = load_tokenizer(base, padding_side="right")
     if options.get("epochs", 1) == 0:
-        log.info("sft.epochs is 0: the SFT model is the base model %s", base)
-        model = AutoModelForCausalLM.from_pretrained(base)
+        from accelerate import PartialState
+
+        state = PartialState()
+        log_world_size(state, "sft")
+        if state.is_main_process:  # nothing to train: one process copies the base model
+            log.info("sft.epochs is 0: the SFT model is the base model %s", base)
+            model = AutoModelForCausalLM.from_pretrained(base, dtype="auto")
+            with files.atomic_path(out_dir) as tmp:
+                model.save_pretrained(tmp)
+                tokenizer.save_pretrained(tmp)
+            log.info("SFT model written to %s", out_dir)
+        state.wait_for_everyone()
     else:
         from trl import SFTConfig, SFTTrainer
 
@@ -65,12 +77,9 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
                 **trainer_hardware_kwargs(options),
             )
             trainer = SFTTrainer(model=base, args=args, train_dataset=dataset, processing_class=tokenizer)
+            log_world_size(trainer.accelerator, "sft")
             # the scratch output folder is deleted: event files go beside the model instead
             use_cell_tensorboard_folder(trainer, Path(out_dir).parent / "tensorboard")
             progress.quiet_trainer_output(trainer, f"sft {args.run_name}")
             trainer.train()
-            model = trainer.model
-    with files.atomic_path(out_dir) as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    log.info("SFT model written to %s", out_dir)
+            save_trained_model(trainer, out_dir)

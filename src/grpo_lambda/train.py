@@ -25,6 +25,7 @@ from transformers.trainer_utils import get_last_checkpoint
 from grpo_lambda import files, fingerprint
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
+from grpo_lambda.saving import log_world_size, save_trained_model
 
 log = logging.getLogger(__name__)
 
@@ -74,16 +75,19 @@ class StopOnNonFiniteLoss(TrainerCallback):
 
 
 class SaveSnapshots(TrainerCallback):
-    """Save the model alone (no optimizer state) at the evaluation steps, for the evaluate stage."""
+    """Save the model alone (no optimizer state) at the evaluation steps, for the evaluate stage.
 
-    def __init__(self, steps: list[int], folder: Path, tokenizer):
-        self.steps, self.folder, self.tokenizer = set(steps), folder, tokenizer
+    Every process takes part (ZeRO-3 gathers its shards); the main process writes. A LoRA model is
+    saved merged into ``lora_base``, a full model that loads with the Auto classes.
+    """
 
-    def on_step_end(self, args, state, control, model=None, **kwargs):
-        if state.global_step in self.steps and state.is_world_process_zero:
-            with files.atomic_path(self.folder / f"step-{state.global_step}") as tmp:
-                model.save_pretrained(tmp)
-                self.tokenizer.save_pretrained(tmp)
+    def __init__(self, steps: list[int], folder: Path, *, lora_base: str | None = None):
+        self.steps, self.folder, self.lora_base = set(steps), folder, lora_base
+        self.trainer = None  # set once the trainer that calls back exists
+
+    def on_step_end(self, args, state, control, **kwargs):
+        if state.global_step in self.steps:
+            save_trained_model(self.trainer, self.folder / f"step-{state.global_step}", lora_base=self.lora_base)
 
 
 class WriteTrainLog(TrainerCallback):
@@ -224,9 +228,6 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
     tokenizer = load_tokenizer(base, padding_side="left")
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"])
     dataset, prompt_counts = drop_long_prompts(dataset, tokenizer, settings["rl"].get("max_prompt_length"))
-    files.write_json(cell / "prompt_filter.json", prompt_counts)
-    log.info("RL prompts: %(prompts)d, %(dropped)d left out as longer than %(max_prompt_length)s tokens",
-             prompt_counts)
     args = build_config(settings, output_dir=str(resume_dir), seed=seed)
     peft_config = None
     if settings["model"].get("lora"):
@@ -236,12 +237,19 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
         peft_config = LoraConfig(r=lora.get("r", 64), lora_alpha=lora.get("alpha", 128),
                                  lora_dropout=lora.get("dropout", 0.05),
                                  target_modules=lora.get("target_modules", "all-linear"), task_type="CAUSAL_LM")
+    lora_base = base if peft_config else None
+    snapshots = SaveSnapshots(settings["checkpoints"], cell / "checkpoints", lora_base=lora_base)
     trainer = GRPOLambdaTrainer(
         model=base, reward_funcs=REWARDS[settings["rl"].get("reward", "evaluation")], args=args, train_dataset=dataset,
         processing_class=tokenizer, peft_config=peft_config,
-        callbacks=[StopOnNonFiniteLoss(), SaveSnapshots(settings["checkpoints"], cell / "checkpoints", tokenizer),
-                   WriteTrainLog(cell / "train_log.csv")],
+        callbacks=[StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / "train_log.csv")],
     )
+    snapshots.trainer = trainer
+    if trainer.is_world_process_zero():
+        files.write_json(cell / "prompt_filter.json", prompt_counts)
+        log.info("RL prompts: %(prompts)d, %(dropped)d left out as longer than %(max_prompt_length)s tokens",
+                 prompt_counts)
+    log_world_size(trainer.accelerator, "train")
     use_cell_tensorboard_folder(trainer, cell / "tensorboard")
     progress.quiet_trainer_output(trainer, f"train {args.run_name}")
     last = get_last_checkpoint(str(resume_dir)) if resume_dir.is_dir() else None
@@ -257,8 +265,6 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
     if trainer.is_world_process_zero():
         # A published finished run never called the callback, and Snakemake may have removed the old file.
         write_train_log(str(cell / "train_log.csv"), train_log_rows(trainer.state.log_history))
-    model = trainer.model.merge_and_unload() if peft_config else trainer.model
-    with files.atomic_path(cell / "model") as tmp:
-        model.save_pretrained(tmp)
-        tokenizer.save_pretrained(tmp)
-    log.info("cell %s trained to step %d", cell_dir, trainer.state.global_step)
+    save_trained_model(trainer, cell / "model", lora_base=lora_base)
+    if trainer.is_world_process_zero():
+        log.info("cell %s trained to step %d", cell_dir, trainer.state.global_step)

@@ -3,12 +3,32 @@ import json
 import os
 from pathlib import Path
 
-from grpo_lambda import aggregate, figures
+from snakemake.exceptions import WorkflowError
+
+from grpo_lambda import aggregate, figures, prefetch
 from grpo_lambda import config as study
 
 # Validated (and completed with the schema's defaults) before any job is planned: a bad key or value
 # stops here with a message that names it.
 config.update(study.validate(config, source="config"))
+
+
+def unset_profile_variables():
+    """Resources a profile takes from environment variables that are not set: Snakemake leaves the
+    text `$NAME` in place, and sbatch would be asked for a partition called `$NAME`."""
+    settings = workflow.resource_settings
+    texts = list(settings.default_resources.args or []) if settings.default_resources else []
+    for rule_name, resources in (settings.overwrite_resources or {}).items():
+        texts += [f"{rule_name}:{name}={getattr(value, 'value', value)}" for name, value in resources.items()]
+    return sorted({(text, variable) for text in texts for variable in re.findall(r"\$\{?(\w+)", str(text))
+                   if variable not in os.environ})
+
+
+if unset_profile_variables():
+    raise WorkflowError("; ".join(f"environment variable {variable} is not set (profile resource {resource!r})"
+                                  for resource, variable in unset_profile_variables())
+                        + ". Export it (README 'Before your first cluster run').")
+
 
 RESULTS = config["results"]
 REPOSITORY = Path(workflow.main_snakefile).parent
@@ -17,6 +37,22 @@ DATASETS = list(config["datasets"])
 BENCHMARKS = list(config["benchmarks"])
 VARIANTS = list(config["variants"])
 CELLS = study.rl_cells(config)
+HUB_SOURCES = prefetch.hub_sources(config)
+
+# Jobs read the hub cache that the prefetch rule filled; they never download (compute nodes are
+# often offline, and each process would fill its own cache).
+shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1; ")
+
+# CPU-only rules run on the submitting machine, not as cluster jobs: downloads (prefetch, prepare_*),
+# the tiny model's build, tables and figures.
+localrules:
+    prefetch,
+    prepare_dataset,
+    prepare_benchmark,
+    build_tiny,
+    aggregate,
+    figures,
+    all,
 
 
 def alternatives(names):
@@ -38,14 +74,22 @@ def settings(stage, **cell):
 
 
 def launcher(w, resources):
-    """The CLI, or the CLI under ``accelerate launch`` across the GPUs a job was given, as a list of
-    words (each quoted by ``{params.launch:q}``)."""
+    """The CLI, or the CLI under ``accelerate launch`` when the job runs several processes, as a list
+    of words (each quoted by ``{params.launch:q}``).
+
+    The process count is the job's ``processes`` resource, else its GPU count: a cluster gives one
+    process per GPU; a CPU rehearsal asks for processes without GPUs. Port 0 lets each launch pick a
+    free port, so two jobs on one node never collide on accelerate's default 29500.
+    """
     gpus = int(resources.get("gpu", 0) or 0)
-    if gpus <= 1:
+    processes = int(resources.get("processes", 0) or gpus)
+    if processes <= 1:
         return ["grpo-lambda"]
     plan = config["models"][w.model]["distributed"]
+    # With no GPU, torch.distributed runs on gloo and bf16 is off.
+    on_cpu = ["--mixed_precision", "no"] if gpus == 0 else []
     return ["accelerate", "launch", "--config_file", f"{REPOSITORY}/envs/accelerate/{plan}.yaml",
-            "--num_processes", str(gpus), "-m", "grpo_lambda.cli"]
+            "--num_processes", str(processes), "--main_process_port", "0", *on_cpu, "-m", "grpo_lambda.cli"]
 
 
 def cell_dir(w):
@@ -53,9 +97,22 @@ def cell_dir(w):
 
 
 def base_model_input(w):
-    """The tiny model is built by a rule; a hub model or local path is read where it is."""
-    if config["models"][w.model]["source"] == "tiny":
+    """The tiny model is built by a rule; a hub model is read from the cache the prefetch rule
+    fills; a local path is read where it is."""
+    source = config["models"][w.model]["source"]
+    if source == "tiny":
         return f"{RESULTS}/models/{w.model}"
+    if prefetch.is_hub_model(source):
+        return f"{RESULTS}/hub/prefetched.json"
+    return []
+
+
+def hub_dataset_input(w):
+    """The prefetch record, when this dataset or benchmark is read from the hub."""
+    group, key = ("datasets", w.dataset) if "dataset" in w.keys() else ("benchmarks", w.benchmark)
+    spec = config[group][key]
+    if spec["source"] == "registry" and not spec.get("path"):
+        return f"{RESULTS}/hub/prefetched.json"
     return []
 
 

@@ -3,8 +3,6 @@ rule build_tiny:
         directory(f"{RESULTS}/models/{{model}}"),
     params:
         settings=lambda w: settings("build_tiny", model=w.model),
-    conda:
-        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/build_tiny/{{model}}.log",
     benchmark:
@@ -17,12 +15,12 @@ rule build_tiny:
 
 
 rule prepare_dataset:
+    input:
+        hub=hub_dataset_input,
     output:
         f"{RESULTS}/data/{{dataset}}.jsonl",
     params:
         settings=lambda w: settings("prepare", dataset=w.dataset),
-    conda:
-        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/prepare/{{dataset}}.log",
     benchmark:
@@ -35,12 +33,12 @@ rule prepare_dataset:
 
 
 rule prepare_benchmark:
+    input:
+        hub=hub_dataset_input,
     output:
         f"{RESULTS}/bench/{{benchmark}}.jsonl",
     params:
         settings=lambda w: settings("prepare", benchmark=w.benchmark),
-    conda:
-        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/prepare_benchmark/{{benchmark}}.log",
     benchmark:

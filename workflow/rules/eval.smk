@@ -14,8 +14,6 @@ rule evaluate:
         settings=lambda w: settings("evaluate", model=w.model, dataset=w.dataset, variant=w.variant),
         checkpoint=evaluated_checkpoint,
         out_dir=lambda w: f"{cell_dir(w)}/eval/{w.step}",
-    conda:
-        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/{{step}}.log",
     benchmark:
@@ -45,8 +43,6 @@ rule evaluate_sft:
     params:
         settings=lambda w: settings("evaluate", model=w.model, dataset=w.dataset, variant="sft"),
         out_dir=lambda w: f"{RESULTS}/{w.model}/{w.dataset}/sft/eval/final",
-    conda:
-        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/sft.log",
     benchmark:

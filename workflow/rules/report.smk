@@ -13,8 +13,6 @@ rule aggregate:
         settings=lambda w: json.dumps(config, sort_keys=True),
         out=lambda w, output: os.path.dirname(output[0]),
         results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
-    conda:
-        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/aggregate.log",
     benchmark:
@@ -38,8 +36,6 @@ rule figures:
         settings=lambda w: json.dumps(config, sort_keys=True),
         out=lambda w, output: os.path.dirname(output[0]),
         results=lambda w, output: os.path.dirname(os.path.dirname(output[0])),
-    conda:
-        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/figures.log",
     benchmark:

@@ -11,8 +11,6 @@ rule train:
         launch=launcher,
         settings=lambda w: settings("train", model=w.model, dataset=w.dataset, variant=w.variant),
         cell=cell_dir,
-    conda:
-        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/train/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}.log",
     benchmark:

@@ -1,15 +1,56 @@
-rule sft:
+def sft_data(w):
+    """What SFT trains on: the training set's worked solutions, or the self-distilled set."""
+    if study.sft_uses_self_distillation(config, w.model):
+        return f"{RESULTS}/{w.model}/{w.dataset}/sft/data.jsonl"
+    return f"{RESULTS}/data/{w.dataset}.jsonl"
+
+
+def sft_base_input(w):
+    """The base model when a job makes it: the tiny model's build, or another job's output under results/."""
+    source = config["models"][w.model]["source"]
+    if source != "tiny" and source.startswith(f"{RESULTS}/"):
+        return source  # e.g. self-distillation from a model this pipeline fine-tuned
+    return base_model_input(w)
+
+
+# Rejection-sampled self-distillation (sft.data: self_distill): the base model's correct samples on
+# the training problems become the SFT set; data.json beside it holds the counts.
+rule prepare_sft:
     input:
         data=f"{RESULTS}/data/{{dataset}}.jsonl",
-        base=base_model_input,
+        base=sft_base_input,
+    output:
+        data=f"{RESULTS}/{{model}}/{{dataset}}/sft/data.jsonl",
+        counts=f"{RESULTS}/{{model}}/{{dataset}}/sft/data.json",
+    params:
+        settings=lambda w: settings("prepare_sft", model=w.model, dataset=w.dataset),
+        base=base_model,
+    conda:
+        "../../envs/conda-gpu.yaml"
+    log:
+        f"{RESULTS}/logs/prepare_sft/{{model}}/{{dataset}}.log",
+    benchmark:
+        f"{RESULTS}/logs/prepare_sft/{{model}}/{{dataset}}.benchmark.tsv"
+    threads: 1
+    resources:
+        mem_mb=8000,
+        runtime=120,
+        gpu=0,
+    shell:
+        "grpo-lambda prepare-sft --settings {params.settings:q} --base {params.base:q} --data {input.data:q}"
+        " --out {output.data:q} --counts {output.counts:q} --threads {threads:q} > {log:q} 2>&1"
+
+
+rule sft:
+    input:
+        data=sft_data,
+        base=sft_base_input,
     output:
         directory(f"{RESULTS}/{{model}}/{{dataset}}/sft/model"),
     params:
         launch=launcher,
         settings=lambda w: settings("sft", model=w.model, dataset=w.dataset),
         base=base_model,
-    conda:
-        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/sft/{{model}}/{{dataset}}.log",
     benchmark:

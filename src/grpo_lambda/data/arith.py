@@ -1,25 +1,29 @@
-"""The synthetic verifiable task ``arith``: column addition with a short chain of thought.
+"""The synthetic verifiable task ``arith``: column addition with a worked chain of thought.
 
-A problem is a sum of two positive integers (the generator takes any number of operands). The worked solution adds one column at a
-time, right to left, and keeps the partial result so far in parentheses, which a tiny character-level
-model can learn in a minute::
+A problem is a sum of two positive integers (the generator takes any number of operands). The worked
+solution adds one column at a time, right to left, entering the carry as the last addend of the next
+column, and keeps the digits found so far in parentheses, which a tiny character-level model learns::
 
     457+385=?
-    7+5=12 (2), 5+8+1=14 (42), 4+3+1=8 (842). Answer: \\boxed{842}
+    7+5=12 (2), 5+8+1=14 (42), 4+3+1=8 (842). \\boxed{842}
 
 Difficulty levels (the five held-out suites stand in for the five benchmarks) grow with the number
-of columns to add:
+of columns, hence of carries, in the chain:
 
     level 1: 2-digit + 1-digit          level 4: 3-digit + 3-digit
     level 2: 2-digit + 2-digit          level 5: 4-digit + 4-digit
     level 3: 3-digit + 2-digit
 
-Why RL has something to learn: only a share ``box_rate`` of the SFT targets end in the graded
-``\\boxed{}`` format, the others in a bare ``Answer: 842``, chosen at random per example. The SFT model
-then boxes some of its samples and not others for the same problem, so the rewards within a group
-disagree and GRPO's advantages are non-zero; greedy decoding after SFT mostly picks the bare form,
-which the grader counts as wrong (unformatted). RL can close that gap. If the choice were a function
-of the problem, all samples of a group would agree and nothing would be learned.
+Why RL has something to learn, in the reasoning rather than the format. The SFT targets come from a
+sloppy teacher: each carry is written one less than it is (with two operands: dropped) with
+probability ``carry_error_rate`` (default 0.0; the embedded default uses a rate above one half), and
+the chain goes on consistently from the wrong carry to a wrong boxed answer. The error sits
+mid-chain, one token, and every later token depends on it. Every target is boxed (``box_rate``
+1.0), so the SFT model answers in the graded form. Trained on these targets, the SFT model's greedy
+chain drops carries, so it solves about the problems whose chain never carries (from about half at
+level 1 to about a tenth at level 5, less its own slips), while its samples at temperature 1 write
+the carry part of the time. A group of samples for a problem with a carry then disagrees on
+correctness, GRPO's advantages are non-zero on it, and the token that decides is the carry.
 
 Training and held-out problems never overlap: a problem belongs to the held-out side iff a stable
 hash of its text is divisible by ``HELD_OUT_MODULUS``, whatever seed or level generated it.
@@ -28,6 +32,7 @@ hash of its text is divisible by ``HELD_OUT_MODULUS``, whatever seed or level ge
 from __future__ import annotations
 
 import random
+import re
 import zlib
 
 LEVELS = {1: (2, 1), 2: (2, 2), 3: (3, 2), 4: (3, 3), 5: (4, 4)}
@@ -38,8 +43,11 @@ def _random_operand(rng: random.Random, digits: int) -> int:
     return rng.randint(10 ** (digits - 1), 10**digits - 1)
 
 
-def solution_steps(operands: list[int]) -> str:
-    """The column-by-column chain of thought ending in the partial result that is the answer."""
+def solution_steps(operands: list[int], *, wrong_carries: frozenset[int] = frozenset()) -> tuple[str, int]:
+    """The column-by-column chain of thought and the number it ends in.
+
+    The carry leaving a column whose index is in ``wrong_carries`` is written (and used) one less.
+    """
     columns = max(len(str(x)) for x in operands)
     carry, partial, steps = 0, "", []
     for column in range(columns):
@@ -48,19 +56,34 @@ def solution_steps(operands: list[int]) -> str:
         total = sum(addends)
         partial = str(total % 10) + partial
         carry = total // 10
+        if carry and column in wrong_carries:
+            carry -= 1
         steps.append(f"{'+'.join(map(str, addends))}={total} ({partial})")
     if carry:
-        steps.append(f"carry {carry} ({carry}{partial})")
-    return ", ".join(steps) + "."
+        partial = f"{carry}{partial}"
+        steps.append(f"carry {carry} ({partial})")
+    return ", ".join(steps) + ".", int(partial)
 
 
-def make_problem(operands: list[int], *, boxed: bool = True) -> dict:
-    answer = str(sum(operands))
-    final = f"\\boxed{{{answer}}}" if boxed else answer
+def carry_columns(operands: list[int]) -> list[int]:
+    """Indices of the columns (0 = units) of the correct chain that carry into the next."""
+    columns = max(len(str(x)) for x in operands)
+    carry, found = 0, []
+    for column in range(columns):
+        carry = (sum(x // 10**column % 10 for x in operands if column < len(str(x))) + carry) // 10
+        if carry:
+            found.append(column)
+    return found
+
+
+def make_problem(operands: list[int], *, boxed: bool = True,
+                 wrong_carries: frozenset[int] = frozenset()) -> dict:
+    steps, result = solution_steps(operands, wrong_carries=wrong_carries)
+    final = f"\\boxed{{{result}}}" if boxed else f"Answer: {result}"
     return {
         "problem": "+".join(map(str, operands)) + "=?",
-        "answer": answer,
-        "solution": f"{solution_steps(operands)} Answer: {final}",
+        "answer": str(sum(operands)),
+        "solution": f"{steps} {final}",
     }
 
 
@@ -69,18 +92,20 @@ def is_held_out(problem: str) -> bool:
 
 
 def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bool = False,
-             box_rate: float = 1.0, prefix: str = "arith") -> list[dict]:
+             box_rate: float = 1.0, carry_error_rate: float = 0.0, prefix: str = "arith") -> list[dict]:
     """``n`` distinct problems drawn uniformly over ``levels``; deterministic in ``seed``.
 
-    Rows carry ``id``, ``problem``, ``answer`` (the graded final answer), ``solution`` (the SFT target,
-    boxed with probability ``box_rate``) and ``level``.
+    Rows carry ``id``, ``problem``, ``answer`` (the correct sum, which the grader checks),
+    ``solution`` (the SFT target: boxed with probability ``box_rate``, each carry written one less
+    with probability ``carry_error_rate``), ``level`` and ``step_errors`` (wrong carries in it).
     """
     levels = list(levels or LEVELS)
     unknown = [level for level in levels if level not in LEVELS]
     if unknown:
         raise ValueError(f"levels: unknown level(s) {unknown}; choose from {sorted(LEVELS)}")
-    if not 0.0 <= box_rate <= 1.0:
-        raise ValueError(f"box_rate must lie in [0, 1], got {box_rate}")
+    for name, rate in (("box_rate", box_rate), ("carry_error_rate", carry_error_rate)):
+        if not 0.0 <= rate <= 1.0:
+            raise ValueError(f"{name} must lie in [0, 1], got {rate}")
     rng = random.Random(seed)
     rows, seen = [], set()
     attempts = 0
@@ -91,9 +116,64 @@ def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bo
         level = rng.choice(levels)
         operands = [_random_operand(rng, digits) for digits in LEVELS[level]]
         boxed = rng.random() < box_rate
-        row = make_problem(operands, boxed=boxed)
+        wrong = frozenset(c for c in carry_columns(operands) if rng.random() < carry_error_rate)
+        row = make_problem(operands, boxed=boxed, wrong_carries=wrong)
         if row["problem"] in seen or is_held_out(row["problem"]) != held_out:
             continue
         seen.add(row["problem"])
-        rows.append({"id": f"{prefix}-{len(rows)}", **row, "level": level})
+        rows.append({"id": f"{prefix}-{len(rows)}", **row, "level": level, "step_errors": len(wrong)})
     return rows
+
+
+STEP = re.compile(r"^(\d+(?:\+\d+)*)=(\d+) \((\d+)\)$")
+CARRY_STEP = re.compile(r"^carry (\d+) \((\d+)\)$")
+ERROR_KINDS = ("correct", "carry", "digits", "sum", "answer", "format")
+
+
+def first_error(problem: str, completion: str) -> tuple[str, int | None]:
+    """Where a worked solution of ``problem`` first goes wrong: (kind, step index) or ("correct", None).
+
+    Kinds, checked step by step against the model's own chain so far: ``carry`` a carry entered one
+    less than it is (the taught error), ``digits`` another wrong addend (a misread digit, a dropped or
+    invented carry), ``sum`` a step total that is not the sum of its addends, or a wrong digit kept
+    in parentheses; ``answer`` a sound chain whose boxed answer is not its result; ``format`` a
+    chain that cannot be read.
+    """
+    operands = [int(x) for x in problem.removesuffix("=?").split("+")]
+    text = completion.strip()
+    boxed = re.search(r"\\boxed\{(\d+)\}", text)
+    chain = text[:boxed.start()] if boxed else text
+    steps = [s.strip() for s in chain.strip().rstrip(".").split(", ") if s.strip()]
+    columns = max(len(str(x)) for x in operands)
+    carry, partial = 0, ""
+    for index, step in enumerate(steps):
+        if index < columns:
+            match = STEP.match(step)
+            if not match:
+                return "format", index
+            addends = [int(a) for a in match.group(1).split("+")]
+            digits = [x // 10**index % 10 for x in operands if index < len(str(x))]
+            expected = digits + ([carry] if carry else [])
+            if addends != expected:
+                taught = carry >= 1 and addends == digits + ([carry - 1] if carry > 1 else [])
+                return ("carry" if taught else "digits"), index
+            total = int(match.group(2))
+            if total != sum(addends) or match.group(3) != str(total % 10) + partial:
+                return "sum", index
+            partial, carry = match.group(3), total // 10
+        else:
+            match = CARRY_STEP.match(step)
+            if not match or index > columns:
+                return "format", index
+            if int(match.group(1)) != carry:
+                return ("carry" if int(match.group(1)) == carry - 1 else "digits"), index
+            if match.group(2) != f"{carry}{partial}":
+                return "sum", index
+            partial, carry = match.group(2), 0
+    if len(steps) < columns:
+        return "format", len(steps)
+    if carry:  # the last column's carry never written
+        return ("carry" if carry == 1 and boxed else "format"), len(steps)
+    if not boxed:
+        return "format", len(steps)
+    return ("correct", None) if boxed.group(1) == partial and int(partial) == sum(operands) else ("answer", len(steps))

@@ -30,9 +30,11 @@ One module per step, in the order a completion meets them:
 ``hendrycks``     the Hendrycks MATH normalisation (``hendrycks_normalize``)
 ``prm800k``       the PRM800K normalisation (``plain_normalize``)
 ``latex``         the LaTeX-to-plain-text converter the PRM800K normalisation uses
-``string_match``  the string comparisons in the calling process, and the answer size limits
+``string_match``  the string comparisons in the calling process (a final period after a number is
+                  dropped first), and the answer size limits
 ``symbolic``      the sympy and math-verify comparisons (run only inside a worker)
-``workers``       the worker processes and their pool, with the hard time limit (``close_workers``)
+``workers``       the worker processes and their pool, with the hard time limit (``close_workers``,
+                  ``allocated_cpus``)
 ``grade``         ``grade``, ``grade_details``, ``grade_many``, ``grade_many_details``
 ``reward``        the TRL reward functions (``accuracy_reward``, ``strict_accuracy_reward``, ``REWARDS``)
 
@@ -46,9 +48,9 @@ from grpo_lambda.grading.prm800k import plain_normalize
 from grpo_lambda.grading.reward import (REWARDS, accuracy_reward, is_single_answer, make_accuracy_reward,
                                         strict_accuracy_reward)
 from grpo_lambda.grading.string_match import MAX_ANSWER_CHARS, MAX_DIGITS, MAX_SYMBOLIC_CHARS
-from grpo_lambda.grading.workers import DEFAULT_TIMEOUT, WORKER_START_TIMEOUT, close_workers
+from grpo_lambda.grading.workers import DEFAULT_TIMEOUT, WORKER_START_TIMEOUT, allocated_cpus, close_workers
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_ANSWER_CHARS", "MAX_DIGITS", "MAX_SYMBOLIC_CHARS", "REWARDS",
-           "WORKER_START_TIMEOUT", "accuracy_reward", "close_workers", "extract_boxed", "format_number",
+           "WORKER_START_TIMEOUT", "accuracy_reward", "allocated_cpus", "close_workers", "extract_boxed", "format_number",
            "gold_forms", "grade", "grade_details", "grade_many", "grade_many_details", "hendrycks_normalize",
            "is_single_answer", "make_accuracy_reward", "plain_normalize", "strict_accuracy_reward"]

@@ -4,12 +4,11 @@
 from __future__ import annotations
 
 import numbers
-import os
 from concurrent.futures import ThreadPoolExecutor
 
 from .extract import extract_boxed, gold_forms
-from .string_match import _fast_verdict
-from .workers import DEFAULT_TIMEOUT, _symbolic_match
+from .string_match import _fast_verdict, _without_final_period
+from .workers import DEFAULT_TIMEOUT, _symbolic_match, allocated_cpus
 
 def _check_timeout(timeout: float) -> float:
     if isinstance(timeout, bool) or not isinstance(timeout, numbers.Real) or not timeout > 0:
@@ -30,7 +29,7 @@ def grade_details(completion: str, gold, *, timeout: float = DEFAULT_TIMEOUT) ->
         return {"extracted": None, "formatted": False, "correct": False}
     correct, undecided = _fast_verdict(extracted, golds)
     if undecided:
-        correct = _symbolic_match(extracted, undecided, timeout)
+        correct = _symbolic_match(_without_final_period(extracted), undecided, timeout)
     return {"extracted": extracted, "formatted": True, "correct": correct}
 
 
@@ -42,12 +41,13 @@ def grade(completion: str, gold, *, timeout: float = DEFAULT_TIMEOUT) -> bool:
 def grade_many_details(completions: list[str], golds: list, *, processes: int | None = None,
                        timeout: float = DEFAULT_TIMEOUT) -> list[dict]:
     """``grade_details`` for each (completion, gold) pair, symbolic checks spread over ``processes``
-    worker processes (default: one per CPU). String matches never leave the calling process."""
+    worker processes (default: one per CPU this job may use, ``allocated_cpus``). String matches never
+    leave the calling process."""
     timeout = _check_timeout(timeout)
     if len(completions) != len(golds):
         raise ValueError(f"completions and golds differ in length: {len(completions)} != {len(golds)}")
     if processes is None:
-        processes = os.cpu_count() or 1
+        processes = allocated_cpus()
     if isinstance(processes, bool) or not isinstance(processes, int) or processes < 1:
         raise ValueError(f"processes must be a positive integer, got {processes!r}")
     details, pending = [], []
@@ -57,7 +57,7 @@ def grade_many_details(completions: list[str], golds: list, *, processes: int | 
         correct, undecided = (False, []) if extracted is None else _fast_verdict(extracted, forms)
         details.append({"extracted": extracted, "formatted": extracted is not None, "correct": correct})
         if undecided:
-            pending.append((index, extracted, undecided))
+            pending.append((index, _without_final_period(extracted), undecided))
     if pending:
         # Threads only wait on the workers; the work itself runs in the worker processes.
         with ThreadPoolExecutor(max_workers=min(processes, len(pending))) as executor:

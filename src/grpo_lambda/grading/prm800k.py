@@ -12,7 +12,7 @@ _PLAIN_UNITS = re.compile(
     r"(?:degree|cm|centimeter|meter|mile|second|minute|hour|day|week|month|year|foot|feet|inch|yard)"
     r"(es)?(s)? *(\^[0-9]+)?")
 _THOUSANDS_COMMA = re.compile(r"(\d),(\d\d\d)($|\D)")
-_DECIMAL = re.compile(r"-?[0-9]{1,100}(\.[0-9]{1,100})?")
+_DECIMAL = re.compile(r"-?[0-9]{1,100}(\.[0-9]{0,100})?")  # "204." reads as float("204.") does
 _INTEGER = re.compile(r"-?[0-9]+")
 
 

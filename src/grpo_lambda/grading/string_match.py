@@ -19,9 +19,26 @@ MAX_DIGITS = 100
 
 
 
+# A number as a model boxes it: "x = 5", "-1,234", ".35", "2.5e-3", "3 \\times 10^{8}", "90^{\\circ}", "62.5\\%".
+_NUMBER_BEFORE_PERIOD = re.compile(
+    r"(?:[a-z]\s*=\s*)?-?(?:[0-9]{1,3}(?:,[0-9]{3})+|[0-9]+)?\.?[0-9]+"
+    r"(?:\s*\\times\s*10\^\{?-?[0-9]+\}?|e[+-]?[0-9]+)?(?:\^\{?\\circ\}?|\\?%)?")
+
+
+def _without_final_period(answer: str) -> str:
+    r"""``answer`` less a sentence-ending period after a number: models often write ``\boxed{204.}``,
+    and the reference grader accepts it (``float("204.")`` in its normalisation). Only after a number,
+    as there: it rejects ``\frac{14}{3}.`` and tuples like ``1,3.`` (docs/grader-parity.md)."""
+    stripped = answer.strip()
+    if stripped.endswith(".") and _NUMBER_BEFORE_PERIOD.fullmatch(stripped[:-1].rstrip()):
+        return stripped[:-1].rstrip()
+    return answer
+
+
 @functools.lru_cache(maxsize=8192)
 def _comparison_keys(answer: str) -> tuple[str, str, str | None]:
     """(stripped, Hendrycks-normalised, PRM800K-normalised) forms; gold forms repeat, hence the cache."""
+    answer = _without_final_period(answer)
     return answer.strip(), hendrycks_normalize(answer), plain_normalize(answer)
 
 

@@ -186,6 +186,17 @@ _POOL = _WorkerPool()
 atexit.register(_POOL.close)
 
 
+def allocated_cpus() -> int:
+    """The CPUs this job was given: SLURM's per-task count, else the process's CPU affinity. On a
+    cluster node ``os.cpu_count()`` counts the whole node, which other jobs share."""
+    slurm = os.environ.get("SLURM_CPUS_PER_TASK", "")
+    if slurm.isdigit() and int(slurm) > 0:
+        return int(slurm)
+    if hasattr(os, "sched_getaffinity"):
+        return max(1, len(os.sched_getaffinity(0)))
+    return os.cpu_count() or 1
+
+
 def close_workers() -> None:
     """Stop the grader's worker processes now (they are also stopped at exit)."""
     _POOL.close()

@@ -6,9 +6,11 @@ import os
 
 import pandas as pd
 
+from grpo_lambda.learning_speed import learning_speed_table
 from grpo_lambda.tables.appendix_e import appendix_e, appendix_e_published
 from grpo_lambda.tables.cells import Cells
-from grpo_lambda.tables.collect import collect_samples, load_published, missing_cells, summarise
+from grpo_lambda.tables.collect import (collect_samples, collect_train_logs, load_published, missing_cells,
+                                        summarise)
 from grpo_lambda.tables.options import report_options
 from grpo_lambda.tables.paired import paired_table
 from grpo_lambda.tables.results import checkpoints_table, results_by_variant, results_table
@@ -28,6 +30,7 @@ def build_tables(config: dict, results_dir: str | os.PathLike) -> dict[str, pd.D
         "results_by_variant": by_variant,
         "checkpoints": checkpoints_table(summary, cells, config),
         "table1": t1,
+        "learning_speed": learning_speed_table(config, collect_train_logs(results_dir, config), options),
         "table1_published": table1_published(t1, published_table1, config),
     }
     for model in config["models"]:

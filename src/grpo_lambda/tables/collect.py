@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda import files
-from grpo_lambda.config import model_datasets, model_variants, rl_settings
+from grpo_lambda.config import model_checkpoints, model_datasets, model_variants, rl_settings
 from grpo_lambda.tables.keys import FINAL, KEYS, SFT
 
 def final_step(config: dict, model: str) -> int:
@@ -21,9 +21,9 @@ def final_step(config: dict, model: str) -> int:
 
 def expected_cells(config: dict) -> list[tuple]:
     """Every (model, dataset, variant, seed, step, benchmark) the config asks to evaluate."""
-    steps = [str(s) for s in sorted(config.get("evaluation", {}).get("checkpoints", []))] + [FINAL]
     cells = []
     for model in config["models"]:
+        steps = [str(s) for s in model_checkpoints(config, model)] + [FINAL]  # a model may name its own
         for dataset in model_datasets(config, model):
             for benchmark in config["benchmarks"]:
                 cells.append((model, dataset, SFT, None, FINAL, benchmark))

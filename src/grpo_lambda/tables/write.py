@@ -14,7 +14,7 @@ from grpo_lambda.tables.build import build_tables
 
 def table_names(config: dict) -> list[str]:
     """The tables ``main`` writes (without extension), in order."""
-    return (["results", "results_by_variant", "checkpoints", "table1", "table1_published"]
+    return (["results", "results_by_variant", "checkpoints", "table1", "learning_speed", "table1_published"]
             + [f"appendix_e_{model}" for model in config["models"]]
             + ["appendix_e_published", "paired", "missing"])
 

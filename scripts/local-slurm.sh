@@ -1,0 +1,133 @@
+#!/usr/bin/env bash
+# A single-node SLURM cluster on this machine, for rehearsing the cluster path (scripts/rehearse.sh).
+#   bash scripts/local-slurm.sh start    install Debian's slurm-wlm + munge if missing (root), start them
+#   bash scripts/local-slurm.sh stop     stop the daemons this script started (by their pid files)
+#   bash scripts/local-slurm.sh status   exit 0 when the cluster answers (sinfo shows an idle node)
+# No systemd and no accounting database: the Snakemake SLURM executor is told to ask squeue for job
+# states and to send no account (workflow/profiles/slurm-local/). State lives under $SLURM_LOCAL_DIR.
+set -euo pipefail
+
+STATE=${SLURM_LOCAL_DIR:-/var/lib/grpo-lambda-slurm}
+HOST=$(hostname -s)
+CONF=/etc/slurm/slurm.conf
+
+answers() {
+    command -v sinfo >/dev/null 2>&1 && timeout 10 sinfo -h -o '%t' 2>/dev/null | grep -Eq 'idle|mix|alloc'
+}
+
+need_root() {
+    if [ "$(id -u)" != 0 ]; then
+        echo "local-slurm: $1 needs root (no cluster answers and this user cannot start one)" >&2
+        exit 1
+    fi
+}
+
+install_packages() {
+    command -v slurmctld >/dev/null 2>&1 && command -v munged >/dev/null 2>&1 && return
+    need_root "installing slurm-wlm and munge"
+    echo "local-slurm: installing Debian's slurm-wlm and munge" >&2
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq slurm-wlm munge >/dev/null
+}
+
+start_munge() {
+    if munge -n 2>/dev/null | unmunge >/dev/null 2>&1; then
+        return
+    fi
+    install -d -o munge -g munge -m 0700 /etc/munge /var/log/munge /var/lib/munge
+    install -d -o munge -g munge -m 0755 /run/munge
+    if [ ! -s /etc/munge/munge.key ]; then
+        mungekey -c -f -k /etc/munge/munge.key
+    fi
+    chown munge:munge /etc/munge/munge.key
+    chmod 0400 /etc/munge/munge.key
+    su -s /bin/sh munge -c /usr/sbin/munged
+    for _ in $(seq 20); do
+        munge -n 2>/dev/null | unmunge >/dev/null 2>&1 && return
+        sleep 0.5
+    done
+    echo "local-slurm: munged did not answer (see /var/log/munge/munged.log)" >&2
+    exit 1
+}
+
+write_conf() {
+    local cpus mem_mb
+    cpus=$(nproc)
+    # Leave about 2 GB of the machine to the controller and everything else.
+    mem_mb=$(awk '/MemTotal/ {printf "%d", $2 / 1024 - 2048}' /proc/meminfo)
+    install -d "$STATE/spool" "$STATE/state" "$STATE/log" /etc/slurm
+    cat > "$CONF" <<EOF
+# Written by grpo-lambda's scripts/local-slurm.sh: one node, no accounting.
+ClusterName=grpo-lambda-local
+SlurmctldHost=$HOST
+AuthType=auth/munge
+CredType=cred/munge
+ProctrackType=proctrack/linuxproc
+TaskPlugin=task/none
+SelectType=select/cons_tres
+SelectTypeParameters=CR_Core_Memory
+SlurmUser=root
+SlurmdUser=root
+StateSaveLocation=$STATE/state
+SlurmdSpoolDir=$STATE/spool
+SlurmctldLogFile=$STATE/log/slurmctld.log
+SlurmdLogFile=$STATE/log/slurmd.log
+SlurmctldPidFile=$STATE/slurmctld.pid
+SlurmdPidFile=$STATE/slurmd.pid
+AccountingStorageType=accounting_storage/none
+JobAcctGatherType=jobacct_gather/none
+JobCompType=jobcomp/none
+MpiDefault=none
+ReturnToService=2
+SchedulerType=sched/backfill
+MinJobAge=600
+NodeName=$HOST CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
+PartitionName=local Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+EOF
+}
+
+start() {
+    if answers; then
+        echo "local-slurm: a cluster already answers"
+        return
+    fi
+    install_packages
+    need_root "starting slurmctld and slurmd"
+    start_munge
+    write_conf
+    [ -f "$STATE/slurmctld.pid" ] && kill "$(cat "$STATE/slurmctld.pid")" 2>/dev/null || true
+    [ -f "$STATE/slurmd.pid" ] && kill "$(cat "$STATE/slurmd.pid")" 2>/dev/null || true
+    /usr/sbin/slurmctld -c
+    /usr/sbin/slurmd
+    for _ in $(seq 60); do
+        if answers; then
+            echo "local-slurm: cluster up ($HOST, partition local)"
+            return
+        fi
+        scontrol update nodename="$HOST" state=resume >/dev/null 2>&1 || true
+        sleep 1
+    done
+    echo "local-slurm: the node did not become idle; see $STATE/log/" >&2
+    sinfo >&2 || true
+    exit 1
+}
+
+stop() {
+    local name pid
+    for name in slurmd slurmctld; do
+        if [ -f "$STATE/$name.pid" ]; then
+            pid=$(cat "$STATE/$name.pid")
+            kill "$pid" 2>/dev/null || true
+            rm -f "$STATE/$name.pid"
+        fi
+    done
+    echo "local-slurm: stopped"
+}
+
+case "${1:-}" in
+    start) start ;;
+    stop) stop ;;
+    status)
+        if answers; then sinfo; else echo "local-slurm: no cluster answers"; exit 1; fi ;;
+    *) echo "usage: $0 start|stop|status" >&2; exit 2 ;;
+esac

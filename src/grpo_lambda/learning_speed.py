@@ -1,0 +1,140 @@
+"""Learning speed: how fast each variant's training reward rises, with bootstrap intervals over seeds.
+
+The paper's headline is about training ("30–40% improved performance during training"), so besides
+the accuracy of the final models the tables report two statistics of each run's training-reward
+curve (``reward`` in ``train_log.csv``, the mean reward of the step's sampled completions):
+
+- ``auc``: the area under the training-reward curve divided by its length, i.e. the mean reward over
+  the logged steps. A method that learns sooner has a larger area at the same final reward.
+- ``steps_to_threshold``: the first step at which the seed's smoothed reward (the figures' EMA,
+  ``report.smoothing``) reaches the threshold. The threshold is stated in the table and is the same
+  for every variant of a model × training set: the reward at the start (mean first logged reward of
+  all runs, which share the SFT model) plus ``THRESHOLD_FRACTION`` of the baseline's gain over the
+  run (mean reward of its last ``report.final_window`` steps, default 20, minus the start). So it
+  reads "steps to half of GRPO's improvement". A seed that never reaches it counts as
+  ``max_steps + 1`` (the mean is then a lower bound; ``reached`` says how many seeds did).
+
+Each statistic is a mean over seeds with a percentile bootstrap interval over seeds
+(:func:`grpo_lambda.stats.bootstrap_linear`). The comparison with the baseline is paired by seed:
+a variant and the baseline with the same seed start from the same SFT model and see the same
+prompts in the same order, so the seeds both have are resampled jointly.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+
+from grpo_lambda.config import model_datasets, model_variants
+from grpo_lambda.stats import Interval, Term, bootstrap_linear
+
+THRESHOLD_FRACTION = 0.5
+COLUMNS = ["model", "dataset", "method", "variant", "label", "objective", "seeds", "steps", "threshold",
+           "auc", "auc_low", "auc_high", "auc_vs_baseline", "auc_vs_baseline_low", "auc_vs_baseline_high",
+           "auc_distinguishable", "steps_to_threshold", "steps_to_threshold_low", "steps_to_threshold_high",
+           "reached", "steps_vs_baseline", "steps_vs_baseline_low", "steps_vs_baseline_high",
+           "steps_distinguishable"]
+
+
+def reward_matrix(runs: pd.DataFrame) -> tuple[list[int], np.ndarray]:
+    """The seeds of ``runs`` (one variant's train logs) and their rewards, (n_seeds, n_steps); NaN
+    where a seed has not logged a step."""
+    wide = runs.pivot_table(index="seed", columns="step", values="reward", aggfunc="mean")
+    return [int(s) for s in wide.index], wide.to_numpy(dtype=float)
+
+
+def area(rewards: np.ndarray) -> np.ndarray:
+    """Per seed: the area under the reward curve over its length (the mean over logged steps)."""
+    return np.nanmean(rewards, axis=1)
+
+
+def steps_to_threshold(rewards: np.ndarray, steps: np.ndarray, threshold: float, weight: float) -> np.ndarray:
+    """Per seed: the first step whose smoothed reward is >= ``threshold``; ``steps[-1] + 1`` if none."""
+    from grpo_lambda.figures import smooth
+
+    first = np.full(rewards.shape[0], float(steps[-1] + 1))
+    for i, row in enumerate(rewards):
+        hits = np.flatnonzero(smooth(row, weight) >= threshold)
+        if hits.size:
+            first[i] = float(steps[hits[0]])
+    return first
+
+
+def threshold(runs: pd.DataFrame, baseline: str, final_window: int) -> float:
+    """Start reward + THRESHOLD_FRACTION × the baseline's gain (see the module docstring)."""
+    first = runs.sort_values("step").groupby(["variant", "seed"])["reward"].first().mean()
+    base = runs[runs["variant"] == baseline]
+    if base.empty:
+        return float("nan")
+    last_steps = sorted(base["step"].unique())[-final_window:]
+    final = base[base["step"].isin(last_steps)]["reward"].mean()
+    return float(first + THRESHOLD_FRACTION * (final - first))
+
+
+def _mean_interval(values: np.ndarray, key, options: dict) -> Interval:
+    return bootstrap_linear([Term(1.0, values[:, None], key, "learning_speed")],
+                            options["bootstrap"], options["level"], options["seed"])
+
+
+def _paired_interval(values: np.ndarray, base: np.ndarray, key, options: dict) -> Interval:
+    # The same seeds key: each replicate draws the same seeds for both arms.
+    terms = [Term(1.0, values[:, None], key, "learning_speed"), Term(-1.0, base[:, None], key, "learning_speed")]
+    return bootstrap_linear(terms, options["bootstrap"], options["level"], options["seed"])
+
+
+def _columns(prefix: str, interval: Interval | None) -> dict:
+    if interval is None:
+        return {prefix: np.nan, f"{prefix}_low": np.nan, f"{prefix}_high": np.nan}
+    return {prefix: interval.estimate, f"{prefix}_low": interval.low, f"{prefix}_high": interval.high}
+
+
+def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.DataFrame:
+    """One row per model × training set × variant with a train log: area, steps to the threshold,
+    each with its interval over seeds, and each minus the baseline's, paired by seed."""
+    from grpo_lambda import aggregate
+    from grpo_lambda.figures import smoothing_weight
+
+    baseline = options["baseline"]
+    rows = []
+    for model in config["models"]:
+        methods = aggregate.method_variants(config, model, options)
+        method_of = {v: m for m, vs in methods.items() for v in vs}
+        for dataset in model_datasets(config, model):
+            runs = logs[(logs["model"] == model) & (logs["dataset"] == dataset)].dropna(subset=["reward"])
+            if runs.empty:
+                continue
+            level = threshold(runs, baseline, options["final_window"])
+            per_variant = {}
+            for variant in model_variants(config, model):
+                part = runs[runs["variant"] == variant]
+                if part.empty:
+                    continue
+                seeds, rewards = reward_matrix(part)
+                steps = np.array(sorted(part["step"].unique()))
+                weight = smoothing_weight(options["smoothing"], len(steps))
+                per_variant[variant] = (seeds, area(rewards), steps_to_threshold(rewards, steps, level, weight))
+            for variant, (seeds, auc, first) in per_variant.items():
+                key = (model, dataset, variant)
+                row = {"model": model, "dataset": dataset, "method": method_of.get(variant, variant),
+                       "variant": variant, "label": aggregate.variant_label(config, variant),
+                       "objective": aggregate.objective(config, variant), "seeds": len(seeds),
+                       "steps": int(runs[runs["variant"] == variant]["step"].max()), "threshold": level,
+                       **_columns("auc", _mean_interval(auc, key, options)),
+                       **_columns("steps_to_threshold", _mean_interval(first, key, options)),
+                       "reached": f"{int(np.sum(first <= runs['step'].max()))}/{len(seeds)}"}
+                auc_gap = steps_gap = None
+                if variant != baseline and baseline in per_variant:
+                    base_seeds, base_auc, base_first = per_variant[baseline]
+                    shared = [s for s in seeds if s in base_seeds]
+                    if shared:
+                        mine = [seeds.index(s) for s in shared]
+                        theirs = [base_seeds.index(s) for s in shared]
+                        pair_key = (model, dataset, "paired", tuple(shared))
+                        auc_gap = _paired_interval(auc[mine], base_auc[theirs], pair_key, options)
+                        steps_gap = _paired_interval(first[mine], base_first[theirs], pair_key, options)
+                row.update(_columns("auc_vs_baseline", auc_gap))
+                row["auc_distinguishable"] = auc_gap.excludes(0.0) if auc_gap else np.nan
+                row.update(_columns("steps_vs_baseline", steps_gap))
+                row["steps_distinguishable"] = steps_gap.excludes(0.0) if steps_gap else np.nan
+                rows.append(row)
+    return pd.DataFrame(rows, columns=COLUMNS)

@@ -1,0 +1,79 @@
+"""The SFT set by rejection-sampled self-distillation: this project's reading of the paper's SFT stage.
+
+The paper fine-tunes every model "to reason within a specific format" before RL but names no SFT
+data, and the training sets carry final answers only. So the base model samples ``samples``
+solutions per training problem under the model's prompt template (the format RL and evaluation
+use), the grader (``grpo_lambda.rewards``) keeps the ones whose last ``\\boxed{}`` is correct, at most
+``keep_per_problem`` per problem, and those become the SFT set: rows ``id``, ``problem``, ``answer``,
+``solution`` (the sampled completion), ``sample``. Counts go to a JSON file beside the set. An empty
+set stops the stage with the counts in the message: SFT on nothing would silently be no SFT.
+"""
+
+from __future__ import annotations
+
+import logging
+from pathlib import Path
+
+from grpo_lambda import files
+from grpo_lambda.data.prompts import prompt_text
+from grpo_lambda.generation import generate
+from grpo_lambda.models import load_tokenizer
+from grpo_lambda.rewards import grade_many_details
+
+log = logging.getLogger(__name__)
+
+
+def select(rows: list[dict], texts: list[list[str]], correct: list[list[bool]], *,
+           keep_per_problem: int) -> tuple[list[dict], dict]:
+    """The kept SFT rows (correct samples, distinct per problem, at most ``keep_per_problem``) and counts."""
+    kept, solved = [], 0
+    for row, samples, verdicts in zip(rows, texts, correct, strict=True):
+        seen: set[str] = set()
+        for index, (text, ok) in enumerate(zip(samples, verdicts, strict=True)):
+            if ok and text not in seen and len(seen) < keep_per_problem:
+                seen.add(text)
+                kept.append({"id": f"{row['id']}-s{index}", "problem": row["problem"], "answer": row["answer"],
+                             "solution": text, "sample": index})
+        solved += bool(seen)
+    counts = {"problems": len(rows), "samples": sum(len(samples) for samples in texts),
+              "correct": sum(sum(verdicts) for verdicts in correct), "kept": len(kept),
+              "problems_kept": solved}
+    return kept, counts
+
+
+def run(settings: dict, *, base: str, data_path: str, out: str, counts_path: str | None = None) -> dict:
+    """Sample, grade and write the SFT set to ``out`` and its counts to ``counts_path`` (default: .json beside)."""
+    options = settings["sft"]["self_distill"]
+    rows = files.read_jsonl(data_path)
+    if options.get("max_problems"):
+        rows = rows[:options["max_problems"]]
+    if not rows:
+        raise ValueError(f"{data_path}: the training set has no problems to sample solutions for")
+    tokenizer = load_tokenizer(base)
+    prompts = [prompt_text(tokenizer, settings["model"]["prompt"], row["problem"]) for row in rows]
+    completions = generate(base, prompts, backend=options["backend"], n=options["samples"], greedy=False,
+                           temperature=options["temperature"], top_p=options["top_p"],
+                           max_new_tokens=options["max_new_tokens"], max_model_len=options["max_model_len"],
+                           batch_size=options["batch_size"], seed=options["seed"])
+    flat = [(text, row["answer"]) for row, texts in zip(rows, completions.texts) for text in texts]
+    details = grade_many_details([text for text, _ in flat], [gold for _, gold in flat],
+                                 timeout=options["grader_timeout"])
+    verdicts, start = [], 0
+    for texts in completions.texts:
+        verdicts.append([detail["correct"] for detail in details[start:start + len(texts)]])
+        start += len(texts)
+    kept, counts = select(rows, completions.texts, verdicts, keep_per_problem=options["keep_per_problem"])
+    counts = {"model": settings["model"]["name"], "dataset": settings["dataset"], "base": base, **counts,
+              "sampling": {key: options[key] for key in sorted(options)}}
+    counts_path = counts_path or str(Path(out).with_suffix(".json"))
+    files.write_json(counts_path, counts)
+    if not kept:
+        raise ValueError(
+            f"self-distillation kept no solutions for {settings['model']['name']} on {settings['dataset']}: "
+            f"{counts['problems']} problems, {counts['samples']} samples, {counts['correct']} correct; "
+            "the base model never answered right in the graded \\boxed{} format. Raise sft.self_distill.samples "
+            "or max_new_tokens, or set sft.data: solutions with a dataset of worked solutions")
+    files.write_jsonl(out, kept)
+    log.info("SFT set %s: %d solutions kept for %d of %d problems (%d of %d samples correct)", out,
+             counts["kept"], counts["problems_kept"], counts["problems"], counts["correct"], counts["samples"])
+    return counts

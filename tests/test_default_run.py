@@ -1,0 +1,52 @@
+"""Conclusion-level claims of the README about the embedded default, checked on the tables the last
+measured run wrote (docs/default-run/, copied there by scripts/update_docs.sh). Never exact values:
+only what any machine's run should also show, inside its intervals."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+REPO = Path(__file__).resolve().parents[1]
+DOCS = REPO / "docs" / "default-run"
+CONFIG = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+RL_VARIANTS = list(CONFIG["variants"])
+
+pytestmark = pytest.mark.skipif(not (DOCS / "results_by_variant.csv").is_file()
+                                or not (DOCS / "learning_speed.csv").is_file(),
+                                reason="no measured default run in docs/default-run")
+
+
+@pytest.fixture(scope="module")
+def average() -> pd.DataFrame:
+    table = pd.read_csv(DOCS / "results_by_variant.csv")
+    return table[table["benchmark"] == "average"].set_index("variant")
+
+
+def test_the_run_is_the_configs_and_has_at_least_four_seeds(average):
+    assert set(average.index) == {"sft", *RL_VARIANTS}
+    assert (average.loc[RL_VARIANTS, "n_seeds"] >= 4).all()
+
+
+def test_sft_leaves_rl_a_reasoning_gap(average):
+    assert 0.15 <= average.loc["sft", "accuracy"] <= 0.70
+
+
+def test_every_rl_variant_beats_sft_by_ten_points_with_its_interval(average):
+    for variant in RL_VARIANTS:
+        assert average.loc[variant, "gain"] >= 0.10, variant
+        assert average.loc[variant, "gain_low"] > 0.0, variant
+
+
+def test_the_learning_speed_table_has_every_variant_with_intervals():
+    speed = pd.read_csv(DOCS / "learning_speed.csv").set_index("variant")
+    assert set(speed.index) == set(RL_VARIANTS)
+    assert (speed["seeds"] >= 4).all()
+    for stat in ("auc", "steps_to_threshold"):
+        assert speed[[stat, f"{stat}_low", f"{stat}_high"]].notna().all().all()
+        assert ((speed[f"{stat}_low"] <= speed[stat]) & (speed[stat] <= speed[f"{stat}_high"])).all()
+    others = speed.drop(index=CONFIG.get("report", {}).get("baseline", "grpo"))
+    assert others[["auc_vs_baseline_low", "auc_vs_baseline_high"]].notna().all().all()

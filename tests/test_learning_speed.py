@@ -1,0 +1,106 @@
+"""Learning-speed statistics of training-reward curves: area, steps to the threshold, paired gaps."""
+
+from __future__ import annotations
+
+import numpy as np
+import pandas as pd
+import pytest
+
+from grpo_lambda import aggregate, figures, learning_speed
+
+STEPS = np.arange(1, 41)
+SEEDS = [0, 1, 2, 3]
+
+
+def config() -> dict:
+    return {
+        "models": {"tiny": {"source": "tiny"}},
+        "datasets": {"arith": {"source": "synthetic"}},
+        "benchmarks": {"arith-1": {"source": "synthetic"}},
+        "variants": {
+            "grpo": {"objective": "grpo"},
+            "fast": {"objective": "grpo_lambda", "lam": 0.99, "style": "recent", "update": "trace"},
+            "never": {"objective": "grpo_lambda", "lam": 0.99, "style": "both", "update": "trace"},
+        },
+        "seeds": SEEDS,
+        "rl": {"max_steps": int(STEPS[-1])},
+        "report": {"bootstrap": 300, "smoothing": 0.0, "final_window": 5},
+    }
+
+
+def curve(variant: str, seed: int) -> np.ndarray:
+    """Rewards rising from 0.2 to 0.8; "fast" rises at step 10 instead of 20, "never" stays flat.
+    Each seed adds its own offset, the same for every variant (a paired design)."""
+    rise = {"grpo": 20, "fast": 10, "never": 10**6}[variant]
+    return np.where(STEPS >= rise, 0.8, 0.2) + 0.01 * seed
+
+
+def logs() -> pd.DataFrame:
+    rows = [{"model": "tiny", "dataset": "arith", "variant": v, "seed": s, "step": int(t), "reward": r}
+            for v in config()["variants"] for s in SEEDS for t, r in zip(STEPS, curve(v, s))]
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def table() -> pd.DataFrame:
+    cfg = config()
+    return learning_speed.learning_speed_table(cfg, logs(), aggregate.report_options(cfg)).set_index("variant")
+
+
+def test_threshold_is_half_the_baselines_gain(table):
+    # start 0.2 (+ mean seed offset 0.015), baseline final 0.8 (+0.015): halfway is 0.515
+    assert table["threshold"].nunique() == 1
+    assert table["threshold"].iloc[0] == pytest.approx(0.515)
+
+
+def test_area_and_steps_to_threshold_follow_the_curves(table):
+    assert table.loc["grpo", "auc"] == pytest.approx(np.mean([curve("grpo", s).mean() for s in SEEDS]))
+    assert table.loc["fast", "auc"] > table.loc["grpo", "auc"] > table.loc["never", "auc"]
+    assert table.loc["grpo", "steps_to_threshold"] == 20
+    assert table.loc["fast", "steps_to_threshold"] == 10
+    # never reached: censored at max_steps + 1 and said so
+    assert table.loc["never", "steps_to_threshold"] == STEPS[-1] + 1
+    assert table.loc["never", "reached"] == "0/4" and table.loc["fast", "reached"] == "4/4"
+
+
+def test_paired_gaps_to_the_baseline_have_intervals(table):
+    assert np.isnan(table.loc["grpo", "auc_vs_baseline"])
+    fast = table.loc["fast"]
+    assert fast["steps_vs_baseline"] == -10
+    # the seed offsets are shared by both arms, so pairing leaves no spread: the interval is the point
+    assert fast["steps_vs_baseline_low"] == fast["steps_vs_baseline_high"] == -10
+    assert fast["auc_vs_baseline_low"] > 0 and bool(fast["auc_distinguishable"])
+    never = table.loc["never"]
+    assert never["auc_vs_baseline_high"] < 0 and bool(never["steps_distinguishable"])
+    for stat in ("auc", "steps_to_threshold"):
+        assert (table[f"{stat}_low"] <= table[stat]).all() and (table[stat] <= table[f"{stat}_high"]).all()
+
+
+def test_a_missing_seed_widens_nothing_and_pairs_only_shared_seeds():
+    cfg = config()
+    partial = logs()
+    partial = partial[~((partial["variant"] == "fast") & (partial["seed"] == 3))]
+    frame = learning_speed.learning_speed_table(cfg, partial, aggregate.report_options(cfg)).set_index("variant")
+    assert frame.loc["fast", "seeds"] == 3 and frame.loc["grpo", "seeds"] == 4
+    assert frame.loc["fast", "steps_vs_baseline"] == -10
+
+
+def test_the_table_and_figure_are_written_with_every_variant(tmp_path):
+    cfg = config()
+    frame = learning_speed.learning_speed_table(cfg, logs(), aggregate.report_options(cfg))
+    paths = aggregate.write_table(frame, tmp_path, "learning_speed")
+    markdown = (tmp_path / "learning_speed.md").read_text()
+    assert len(paths) == 3 and all(v in markdown for v in cfg["variants"])
+    fig = figures.learning_speed_figure(cfg, frame)
+    assert len(fig.axes) == 2 and len(fig.axes[0].lines) >= len(cfg["variants"])
+    figures.save(fig, tmp_path, "learning_speed")
+    assert (tmp_path / "learning_speed.png").stat().st_size > 1000
+
+
+def test_no_logs_gives_an_empty_table_and_a_figure_that_says_so():
+    cfg = config()
+    empty = aggregate.collect_train_logs("/nonexistent", cfg)
+    frame = learning_speed.learning_speed_table(cfg, empty, aggregate.report_options(cfg))
+    assert frame.empty and list(frame.columns) == learning_speed.COLUMNS
+    fig = figures.learning_speed_figure(cfg, frame)
+    assert "no training logs" in fig.axes[0].texts[0].get_text()

@@ -1,0 +1,188 @@
+"""The cluster path: config/rehearsal.yaml through a real SLURM (scripts/rehearse.sh), run in a copy of
+the repository, and the pieces of that path that need no cluster."""
+
+import os
+import re
+import shutil
+import subprocess
+from pathlib import Path
+
+import pandas as pd
+import pytest
+
+from grpo_lambda import config as study
+
+ROOT = Path(__file__).resolve().parents[1]
+SBATCH_RULES = {"sft", "train", "evaluate", "evaluate_sft"}  # every other rule is a local rule
+TEMP_NAMES = re.compile(r"\.tmp-\d+$|\.saving$|\.merging$")
+
+
+def cluster_answers() -> str | None:
+    """None when a SLURM cluster answers, else why not."""
+    if shutil.which("sinfo") is None:
+        return "no SLURM here (sinfo missing); .ci/run starts one with scripts/local-slurm.sh"
+    try:
+        states = subprocess.run(["sinfo", "-h", "-o", "%t"], capture_output=True, text=True, timeout=20).stdout
+    except (subprocess.SubprocessError, OSError) as error:
+        return f"sinfo failed: {error}"
+    if not re.search(r"idle|mix|alloc", states):
+        return "no SLURM node answers (scripts/local-slurm.sh start)"
+    return None
+
+
+# ------------------------------------------------------------------------------------------------
+# Without a cluster
+# ------------------------------------------------------------------------------------------------
+
+
+def test_grader_pool_takes_the_jobs_cpus_not_the_nodes(monkeypatch):
+    from grpo_lambda import rewards
+
+    monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
+    assert rewards.allocated_cpus() == 3
+    monkeypatch.delenv("SLURM_CPUS_PER_TASK")
+    monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
+    monkeypatch.setattr(os, "cpu_count", lambda: 64)
+    assert rewards.allocated_cpus() == 1
+
+
+def test_rehearsal_config_mirrors_the_paper_grid():
+    config = study.load(str(ROOT / "config/rehearsal.yaml"))
+    assert config["results"] == "results/rehearsal"
+    templates = {spec["tiny"]["template"] for spec in config["models"].values()}
+    assert templates == {"chatml", "r1"}
+    assert any(spec.get("lora") for spec in config["models"].values())
+    assert any(not spec.get("lora") for spec in config["models"].values())
+    assert len(config["datasets"]) >= 2 and config["sft"]["epochs"] >= 1
+    lambdas = [v for v in config["variants"].values() if v["objective"] == "grpo_lambda"]
+    assert len(lambdas) >= 2 and all(v["form"] == "absolute" and v["eps"] == 1e-7 for v in lambdas)
+    assert "grpo" in config["variants"] and config["rl"]["beta"] > 0
+    assert config["rl"]["trl"]["steps_per_generation"] > 1
+    assert config["evaluation"]["checkpoints"]
+    assert all(spec["source"] == "registry" and spec.get("path") for spec in config["benchmarks"].values())
+
+
+def test_slurm_local_profile_differs_from_the_slurm_profile_only_where_a_cpu_node_needs_it():
+    import yaml
+
+    cluster = yaml.safe_load((ROOT / "workflow/profiles/slurm/config.yaml").read_text())
+    local = yaml.safe_load((ROOT / "workflow/profiles/slurm-local/config.yaml").read_text())
+    for key in ("executor", "keep-going", "rerun-incomplete", "slurm-keep-successful-logs", "retries"):
+        assert local[key] == cluster[key], key
+    assert cluster["keep-going"] is True
+    assert set(local) - set(cluster) == {"slurm-status-command", "slurm-no-account",
+                                         "slurm-init-seconds-before-status-checks"}
+    for rule in ("sft", "train"):
+        assert local["set-resources"][rule]["processes"] == 2
+        assert cluster["set-resources"][rule]["gpu"] >= 1
+
+
+def test_sft_and_train_launch_two_processes_on_a_free_port():
+    plan = subprocess.run(["snakemake", "-n", "-p", "-F", "--profile", "workflow/profiles/slurm-local", "--configfile",
+                           "config/rehearsal.yaml"], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    assert plan.returncode == 0, plan.stderr[-2000:]
+    commands = [line for line in plan.stdout.splitlines() if line.startswith("Shell command:")]
+    launched = [line for line in commands if " sft --settings" in line or " train --settings" in line]
+    config = study.load(str(ROOT / "config/rehearsal.yaml"))
+    sft_jobs = sum(len(study.model_datasets(config, model)) for model in config["models"])
+    assert len(launched) == sft_jobs + len(study.rl_cells(config))
+    for line in launched:
+        assert "accelerate launch" in line and "--num_processes 2 --main_process_port 0" in line, line
+    assert not any("accelerate launch" in line for line in commands if " evaluate --settings" in line)
+
+
+# ------------------------------------------------------------------------------------------------
+# Through SLURM
+# ------------------------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def rehearsal(tmp_path_factory):
+    reason = cluster_answers()
+    if reason:
+        pytest.skip(reason)
+    copy = tmp_path_factory.mktemp("rehearsal") / "repo"
+    shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".venv*", "results", ".snakemake",
+                                                              "__pycache__", ".pytest_cache"))
+    done = subprocess.run(["bash", "scripts/rehearse.sh"], cwd=copy, capture_output=True, text=True,
+                          timeout=3600)
+    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert "the rehearsal took" in done.stdout
+    return copy
+
+
+@pytest.mark.slow
+def test_rehearsal_writes_the_report_and_every_cell(rehearsal):
+    config = study.load(str(rehearsal / "config/rehearsal.yaml"))
+    results = rehearsal / "results/rehearsal"
+    assert (results / "report.html").stat().st_size > 0
+    missing = pd.read_csv(results / "tables/missing.csv")
+    assert missing.empty, missing
+    table = pd.read_csv(results / "tables/results.csv")
+    checkpoints = pd.read_csv(results / "tables/checkpoints.csv")
+    for cell in study.rl_cells(config):
+        folder = results / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
+        steps = study.model_checkpoints(config, cell["model"])
+        for step in [*map(str, steps), "final"]:
+            for benchmark in config["benchmarks"]:
+                assert (folder / "eval" / step / f"{benchmark}.json").is_file(), (folder, step, benchmark)
+        for step in steps:
+            assert (folder / "checkpoints" / f"step-{step}" / "config.json").is_file()
+        rows = table[(table["model"] == cell["model"]) & (table["dataset"] == cell["dataset"])
+                     & (table["variant"] == cell["variant"])]
+        assert set(config["benchmarks"]) <= set(rows["benchmark"]), cell
+        in_checkpoints = checkpoints[(checkpoints["model"] == cell["model"]) & (checkpoints["variant"] == cell["variant"])
+                                     & (checkpoints["dataset"] == cell["dataset"])]
+        assert set(steps) <= set(in_checkpoints["step"].astype(str).map(lambda s: int(s) if s.isdigit() else -1))
+        log = pd.read_csv(folder / "train_log.csv")
+        assert list(log["step"]) == list(range(1, config["models"][cell["model"]].get("rl", {}).get(
+            "max_steps", config["rl"]["max_steps"]) + 1))
+
+
+@pytest.mark.slow
+def test_lora_snapshots_are_full_models(rehearsal):
+    from transformers import AutoModelForCausalLM
+
+    config = study.load(str(rehearsal / "config/rehearsal.yaml"))
+    results = rehearsal / "results/rehearsal"
+    lora_models = [name for name, spec in config["models"].items() if spec.get("lora")]
+    assert lora_models
+    for cell in study.rl_cells(config):
+        if cell["model"] not in lora_models:
+            continue
+        folder = results / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
+        base = AutoModelForCausalLM.from_pretrained(results / "models" / cell["model"])
+        for snapshot in [*(folder / "checkpoints").glob("step-*"), folder / "model"]:
+            assert not (snapshot / "adapter_config.json").exists(), snapshot
+            model = AutoModelForCausalLM.from_pretrained(snapshot)
+            assert not any("lora" in name for name, _ in model.named_parameters()), snapshot
+            assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in base.parameters())
+
+
+@pytest.mark.slow
+def test_each_job_ran_two_processes_and_wrote_each_file_once(rehearsal):
+    results = rehearsal / "results/rehearsal"
+    logs = results / "logs"
+    train_logs = sorted((logs / "train").rglob("*.log"))
+    sft_logs = sorted((logs / "sft").rglob("*.log"))
+    config = study.load(str(rehearsal / "config/rehearsal.yaml"))
+    assert len(train_logs) == len(study.rl_cells(config)) and sft_logs
+    for path in train_logs + sft_logs:
+        text = path.read_text()
+        assert "world size 2" in text, path
+        written = re.findall(r"model written to (\S+) by process (\d+) of 2", text)
+        assert written and all(process == "0" for _, process in written), path
+        assert len(written) == len({folder for folder, _ in written}), f"{path}: a folder written twice"
+    leftovers = [path for path in results.rglob("*") if TEMP_NAMES.search(path.name)]
+    assert not leftovers, leftovers
+
+
+@pytest.mark.slow
+def test_cluster_jobs_went_through_sbatch_and_local_rules_did_not(rehearsal):
+    slurm_logs = rehearsal / ".snakemake/slurm_logs"
+    rules = {path.name.removeprefix("rule_") for path in slurm_logs.iterdir()}
+    assert rules == SBATCH_RULES
+    train_jobs = list((slurm_logs / "rule_train").rglob("*.log"))
+    config = study.load(str(rehearsal / "config/rehearsal.yaml"))
+    assert len(train_jobs) >= len(study.rl_cells(config))
+    assert all("accelerate launch" in path.read_text() for path in train_jobs)

@@ -1,0 +1,136 @@
+"""The self-distilled SFT set: selection, counts, the empty-set error, and its place in the config and DAG."""
+
+import json
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from grpo_lambda import config as study
+from grpo_lambda import files, sft_data
+from grpo_lambda.generation import Completions
+
+ROWS = [{"id": "p0", "problem": "1+2=?", "answer": "3"}, {"id": "p1", "problem": "2+2=?", "answer": "4"},
+        {"id": "p2", "problem": "5+5=?", "answer": "10"}]
+
+
+def _settings(**self_distill):
+    options = {**study.SELF_DISTILL_DEFAULTS, "samples": 4, **self_distill}
+    return {"model": {"name": "m", "prompt": "plain"}, "dataset": "d", "sft": {"self_distill": options}}
+
+
+def test_select_keeps_distinct_correct_samples_up_to_the_cap():
+    texts = [["a", "a", "b", "c"], ["x", "y", "z", "w"], ["q", "r", "s", "t"]]
+    correct = [[True, True, True, True], [False, True, False, False], [False] * 4]
+    kept, counts = sft_data.select(ROWS, texts, correct, keep_per_problem=2)
+    assert [(row["id"], row["solution"]) for row in kept] == [("p0-s0", "a"), ("p0-s2", "b"), ("p1-s1", "y")]
+    assert counts == {"problems": 3, "samples": 12, "correct": 5, "kept": 3, "problems_kept": 2}
+    assert all(row["answer"] == {"p0": "3", "p1": "4"}[row["id"][:2]] for row in kept)
+
+
+def _fake_generate(completions):
+    def generate(model_path, prompts, **options):
+        generate.calls.append({"prompts": prompts, **options})
+        return Completions([completions[i % len(completions)] for i in range(len(prompts))],
+                           [[1] * options["n"] for _ in prompts])
+    generate.calls = []
+    return generate
+
+
+def test_run_grades_with_the_real_grader_and_writes_set_and_counts(tmp_path, tiny_model_dir, monkeypatch):
+    files.write_jsonl(tmp_path / "train.jsonl", ROWS)
+    fake = _fake_generate([["so \\boxed{3}", "\\boxed{3.}", "3", "\\boxed{4}"],
+                           ["\\boxed{5}", "no", "no", "no"],
+                           ["\\boxed{10}", "\\boxed{10}", "x", "y"]])
+    monkeypatch.setattr(sft_data, "generate", fake)
+    counts = sft_data.run(_settings(), base=str(tiny_model_dir), data_path=str(tmp_path / "train.jsonl"),
+                          out=str(tmp_path / "sft" / "data.jsonl"))
+    kept = files.read_jsonl(tmp_path / "sft" / "data.jsonl")
+    assert [row["solution"] for row in kept] == ["so \\boxed{3}", "\\boxed{3.}", "\\boxed{10}"]
+    written = json.loads((tmp_path / "sft" / "data.json").read_text())
+    assert written == counts
+    assert (counts["problems"], counts["samples"], counts["correct"], counts["kept"], counts["problems_kept"]) \
+        == (3, 12, 4, 3, 2)
+    call = fake.calls[0]
+    assert call["n"] == 4 and call["greedy"] is False and len(call["prompts"]) == 3
+    assert "1+2=?" in call["prompts"][0]  # the model's template around the problem
+
+
+def test_an_empty_set_is_an_error_naming_the_counts(tmp_path, tiny_model_dir, monkeypatch):
+    files.write_jsonl(tmp_path / "train.jsonl", ROWS)
+    monkeypatch.setattr(sft_data, "generate", _fake_generate([["\\boxed{7}", "7", "no", "no"]]))
+    with pytest.raises(ValueError, match=r"3 problems, 12 samples, 0 correct"):
+        sft_data.run(_settings(), base=str(tiny_model_dir), data_path=str(tmp_path / "train.jsonl"),
+                     out=str(tmp_path / "data.jsonl"))
+    assert not (tmp_path / "data.jsonl").exists()
+    assert json.loads((tmp_path / "data.json").read_text())["correct"] == 0
+
+
+def test_the_cli_samples_with_the_tiny_model(tmp_path, tiny_model_dir, cli):
+    """The real hf sampling path end to end: an untrained model solves nothing, and says so."""
+    files.write_jsonl(tmp_path / "train.jsonl", ROWS)
+    settings = _settings(samples=2, max_new_tokens=8, batch_size=8)
+    result = subprocess.run([cli, "prepare-sft", "--settings", json.dumps(settings), "--base", str(tiny_model_dir),
+                             "--data", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "data.jsonl"),
+                             "--threads", "1"], capture_output=True, text=True, timeout=600)
+    assert result.returncode != 0
+    assert "3 problems, 6 samples, 0 correct" in result.stderr
+    counts = json.loads((tmp_path / "data.json").read_text())
+    assert counts["samples"] == 6 and counts["sampling"]["max_new_tokens"] == 8
+
+
+def test_paper_config_self_distils_every_model_with_the_papers_sft_numbers():
+    config = study.load(ROOT / "config" / "paper.yaml")
+    for model in config["models"]:
+        settings = study.sft_settings(config, model)
+        assert study.sft_uses_self_distillation(config, model)
+        assert (settings["epochs"], settings["learning_rate"], settings["batch_size"],
+                settings["gradient_accumulation_steps"], settings["max_length"]) == (1, 2e-5, 2, 8, 4096)
+        assert study.stage_settings(config, "sft", model=model, dataset="gsm8k")["sft"]["data"] == "self_distill"
+    prompts = {model: spec["prompt"] for model, spec in config["models"].items()}
+    assert prompts["qwen-math-1.5b"] == "qwen_math"
+    assert all(prompt == "r1d" for model, prompt in prompts.items() if model.startswith("r1-"))
+
+
+def test_the_default_config_keeps_its_worked_solutions():
+    config = study.load(ROOT / "config" / "config.yaml")
+    assert not study.sft_uses_self_distillation(config, "tiny")
+    assert "data" not in study.stage_settings(config, "sft", model="tiny", dataset="arith")["sft"]
+
+
+def test_a_model_overrides_the_sft_data_source(tmp_path):
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw["models"]["tiny"]["sft"] = {"data": "self_distill", "self_distill": {"samples": 3}}
+    raw["sft"]["self_distill"] = {"samples": 5, "keep_per_problem": 1}
+    config = study.validate(raw)
+    options = study.stage_settings(config, "prepare_sft", model="tiny", dataset="arith")["sft"]["self_distill"]
+    assert (options["samples"], options["keep_per_problem"]) == (3, 1)
+    raw["sft"]["data"] = "distilled"
+    with pytest.raises(study.ConfigError, match="sft.data"):
+        study.validate(raw)
+
+
+def test_the_paper_plan_has_sft_data_sft_rl_and_evaluation_for_every_model():
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--snakefile",
+                             str(ROOT / "Snakefile"), "--directory", str(ROOT), "--configfile",
+                             str(ROOT / "config" / "paper.yaml")], capture_output=True, text=True, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:]
+    jobs = {line.split()[0]: int(line.split()[1]) for line in result.stdout.splitlines()
+            if len(line.split()) == 2 and line.split()[1].isdigit()}
+    config = study.load(ROOT / "config" / "paper.yaml")
+    pairs = sum(len(study.model_datasets(config, model)) for model in config["models"])
+    assert jobs["prepare_sft"] == jobs["sft"] == jobs["evaluate_sft"] == pairs
+    assert jobs["train"] == len(study.rl_cells(config))
+
+
+def test_a_model_may_start_from_another_jobs_output():
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    raw["models"]["distilled"] = {"source": "results/tiny/arith/sft/model", "prompt": "plain",
+                                  "sft": {"data": "self_distill"}}
+    config = study.validate(raw)  # not there yet: Snakemake builds it first
+    assert study.sft_uses_self_distillation(config, "distilled")
+    raw["models"]["distilled"]["source"] = "elsewhere/tiny/arith/sft/model"
+    with pytest.raises(study.ConfigError, match="models.distilled.source"):
+        study.validate(raw)

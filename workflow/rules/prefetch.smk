@@ -1,0 +1,13 @@
+# Every hub model and dataset of the study, downloaded once into $HF_HOME by the submitting machine
+# (a local rule): jobs run with HF_HUB_OFFLINE=1 and read that cache. Only in the plan when the study
+# reads something from the hub.
+rule prefetch:
+    output:
+        f"{RESULTS}/hub/prefetched.json",
+    params:
+        settings=lambda w: json.dumps(HUB_SOURCES, sort_keys=True),
+    log:
+        f"{RESULTS}/logs/prefetch.log",
+    shell:
+        "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE"
+        " grpo-lambda prefetch --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"
