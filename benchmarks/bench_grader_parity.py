@@ -19,17 +19,16 @@ from __future__ import annotations
 import argparse
 import collections
 import importlib.util
-import json
 import multiprocessing
 import re
 import sys
 import time
 from pathlib import Path
 
+from bench_grader import DEFAULT_DATA, load_golds  # the 1,560 golds the speed benchmark grades
+
 from grpo_lambda import rewards
 
-BENCHMARKS = ("aime24", "amc", "math500", "minerva", "olympiadbench")
-DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks"
 _INTEGER = re.compile(r"-?\d+")
 
 
@@ -43,14 +42,6 @@ def load_reference(path: str):
     if not hasattr(module, "boxed_reward_fn"):
         raise SystemExit(f"reference grader {path!r} has no boxed_reward_fn")
     return module
-
-
-def load_golds(folder: Path) -> list[tuple[str, object]]:
-    golds = []
-    for name in BENCHMARKS:
-        with open(folder / f"{name}.jsonl", encoding="utf-8") as handle:
-            golds += [(name, json.loads(line)["answer"]) for line in handle if line.strip()]
-    return golds
 
 
 def _with_commas(digits: str) -> str:
