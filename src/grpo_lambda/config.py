@@ -14,7 +14,6 @@ import ast
 import copy
 import functools
 import importlib.util
-import math
 from importlib import resources
 from pathlib import Path
 
