@@ -75,3 +75,11 @@ def test_the_slurm_profile_plans_the_grid_with_gpus_and_accelerate():
     assert all("envs/accelerate/zero2.yaml" in line for line in train_commands)
     evaluate_commands = [line for line in log.splitlines() if " evaluate --settings" in line]
     assert evaluate_commands and not any("accelerate launch" in line for line in evaluate_commands)
+
+
+def test_every_rule_runs_in_the_one_documented_environment():
+    """No rule names a conda env: envs/requirements-gpu.txt is the cluster's one environment, and a
+    `conda:` file that Snakemake's conda folder cannot build breaks `--use-conda` for the whole grid."""
+    rule_files = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
+    with_conda = [path.name for path in rule_files if re.search(r"^\s+conda:", path.read_text(), re.M)]
+    assert with_conda == []

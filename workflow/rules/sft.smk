@@ -25,8 +25,6 @@ rule prepare_sft:
     params:
         settings=lambda w: settings("prepare_sft", model=w.model, dataset=w.dataset),
         base=base_model,
-    conda:
-        "../../envs/conda-gpu.yaml"
     log:
         f"{RESULTS}/logs/prepare_sft/{{model}}/{{dataset}}.log",
     benchmark:
