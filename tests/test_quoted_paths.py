@@ -17,6 +17,8 @@ ODD_RESULTS = "res dir 'x'"
 def test_the_pipeline_runs_under_a_results_folder_with_a_space_and_a_quote(tmp_path):
     config = yaml.safe_load(E2E_CONFIG.read_text())
     config["results"] = ODD_RESULTS
+    # A model made by the pipeline is named under the results folder, wherever that is.
+    config["models"]["tiny-distill"]["source"] = f"{ODD_RESULTS}/tiny/arith/sft/model"
     config_file = tmp_path / "config.yaml"
     config_file.write_text(yaml.safe_dump(config))
     result = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),
@@ -36,7 +38,7 @@ def test_a_model_source_with_shell_syntax_is_passed_as_one_quoted_word(tmp_path)
 
     config = yaml.safe_load(E2E_CONFIG.read_text())
     source = "org/$(touch pwned)"
-    config["models"]["tiny"] = {"source": source, "prompt": "plain"}
+    config["models"] = {"tiny": {"source": source, "prompt": "plain"}}
     config_file = tmp_path / "config.yaml"
     config_file.write_text(yaml.safe_dump(config))
     result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--snakefile", str(ROOT / "Snakefile"),
