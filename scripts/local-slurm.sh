@@ -52,7 +52,8 @@ start_munge() {
 
 write_conf() {
     local cpus mem_mb
-    cpus=$(nproc)
+    # Not nproc: it honours OMP_NUM_THREADS, which callers set to 1 for their jobs.
+    cpus=$(getconf _NPROCESSORS_ONLN)
     # Leave about 2 GB of the machine to the controller and everything else.
     mem_mb=$(awk '/MemTotal/ {printf "%d", $2 / 1024 - 2048}' /proc/meminfo)
     install -d "$STATE/spool" "$STATE/state" "$STATE/log" /etc/slurm

@@ -96,6 +96,16 @@ def test_sft_and_train_launch_two_processes_on_a_free_port():
 # ------------------------------------------------------------------------------------------------
 
 
+def failed_job_logs(repo: Path) -> str:
+    """The tail of every job log that reports an error: what a failed CI run needs to be diagnosed."""
+    tails = []
+    for log in sorted((repo / "results/rehearsal/logs").rglob("*.log")):
+        text = log.read_text(errors="replace")
+        if re.search(r"Traceback|Error|error:", text):
+            tails.append(f"\n==> {log.relative_to(repo)} <==\n{text[-2500:]}")
+    return "".join(tails)
+
+
 @pytest.fixture(scope="module")
 def rehearsal(tmp_path_factory):
     reason = cluster_answers()
@@ -106,7 +116,7 @@ def rehearsal(tmp_path_factory):
                                                               "__pycache__", ".pytest_cache"))
     done = subprocess.run(["bash", "scripts/rehearse.sh"], cwd=copy, capture_output=True, text=True,
                           timeout=3600)
-    assert done.returncode == 0, done.stdout[-4000:] + done.stderr[-4000:]
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + failed_job_logs(copy)
     assert "the rehearsal took" in done.stdout
     return copy
 
