@@ -229,3 +229,16 @@ def test_batch_divisibility_agrees_with_trl(per_device, accumulation, steps, bat
     except study.ConfigError:
         we_accept = False
     assert we_accept == trl_accepts
+
+
+def test_a_lora_model_without_peft_is_refused_before_any_job(monkeypatch):
+    import importlib.util
+
+    config = study.load(str(ROOT / "config/rehearsal.yaml"))  # one of its models trains with LoRA
+    real_find_spec = importlib.util.find_spec
+    monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real_find_spec(name, *a))
+    with pytest.raises(study.ConfigError, match=r"models\.tiny-r1\.lora needs the peft package"):
+        study.validate(config)
+    assert importlib.util.find_spec("peft") is None
+    monkeypatch.undo()
+    assert importlib.util.find_spec("peft") is not None, "peft is in envs/requirements-cpu.txt: the rehearsal needs it"

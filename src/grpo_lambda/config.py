@@ -83,6 +83,9 @@ def _check_references(config: dict, source: str) -> None:
                 raise ConfigError(
                     f"{source}: models.{model}.{key} names {missing}, which are not defined under "
                     f"'{key}' (defined: {sorted(known)})")
+        if spec.get("lora") and importlib.util.find_spec("peft") is None:
+            raise ConfigError(f"{source}: models.{model}.lora needs the peft package, which is not installed "
+                              "(pip install -c envs/constraints-cpu.txt peft, or envs/requirements-*.txt)")
         if spec["source"] == "tiny" and spec.get("prompt", "plain") != "plain":
             raise ConfigError(f"{source}: models.{model}.prompt must be 'plain' for the tiny model")
         steps = rl_settings(config, model)["max_steps"]
