@@ -58,18 +58,18 @@ def test_each_state_is_recognised(study):
     _train_log(study, "grpo", 1, 5)
     _log(study, "grpo", 1, "loading\n")
     # failed: the job log ends in a traceback
-    _train_log(study, "both-trace-0.99", 0, 3)
-    _log(study, "both-trace-0.99", 0, "step 1\nTraceback (most recent call last):\n  File x\n"
+    _train_log(study, "recent-trace-0.99", 0, 3)
+    _log(study, "recent-trace-0.99", 0, "step 1\nTraceback (most recent call last):\n  File x\n"
          "FloatingPointError: step 3: loss is nan; training stopped.\n")
     # stalled: started an hour ago, silent since
-    stale = _train_log(study, "both-trace-0.99", 1, 2)
+    stale = _train_log(study, "recent-trace-0.99", 1, 2)
     an_hour_ago = time.time() - 3600
     os.utime(stale, (an_hour_ago, an_hour_ago))
 
     report = grid_status(study, stale_minutes=30)
     cells = _by_name(report)
     done, running = cells["tiny/arith/grpo/seed0"], cells["tiny/arith/grpo/seed1"]
-    failed, stalled = cells["tiny/arith/both-trace-0.99/seed0"], cells["tiny/arith/both-trace-0.99/seed1"]
+    failed, stalled = cells["tiny/arith/recent-trace-0.99/seed0"], cells["tiny/arith/recent-trace-0.99/seed1"]
     assert done["state"] == "done" and done["step"] == max_steps
     assert running["state"] == "running" and running["step"] == 5
     assert running["reward"] == pytest.approx(0.5)
@@ -86,7 +86,7 @@ def test_each_state_is_recognised(study):
     line = next(line for line in lines if line.startswith("tiny/arith/grpo/seed1 "))
     assert "running" in line and "step 5/" in line and "reward 0.500" in line and "steps/min" in line
     assert "ETA" in line
-    assert "FloatingPointError" in next(line for line in lines if "both-trace-0.99/seed0" in line)
+    assert "FloatingPointError" in next(line for line in lines if "recent-trace-0.99/seed0" in line)
     assert lines[-1].startswith(f"{n_cells} cells")
 
 
