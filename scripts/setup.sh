@@ -14,8 +14,12 @@ if [ "$(cat "$stamp" 2>/dev/null)" != "$wanted" ]; then
   {
     .venv/bin/python -m pip install -q --upgrade pip &&
     # torch first and alone, so that nothing else can pick a CUDA build of it.
-    .venv/bin/python -m pip install -q -c envs/constraints-cpu.txt torch &&
-    .venv/bin/python -m pip install -q -c envs/constraints-cpu.txt -r envs/requirements-cpu.txt -e .
+    .venv/bin/python -m pip install -q --no-compile -c envs/constraints-cpu.txt torch &&
+    .venv/bin/python -m pip install -q --no-compile -c envs/constraints-cpu.txt -r envs/requirements-cpu.txt -e . &&
+    # Bytecode once, on every core (pip compiles on one; measured 110 s -> 90 s for the whole setup):
+    # jobs then import from .pyc even where PYTHONDONTWRITEBYTECODE is set. A few packages ship files
+    # that do not compile (templates, py2 examples), as under pip: they are skipped.
+    { .venv/bin/python -m compileall -q -j 0 .venv/lib > /dev/null || true; }
   } > .venv/install.log 2>&1 || { tail -50 .venv/install.log; echo "setup failed: see .venv/install.log"; exit 1; }
   echo "$wanted" > "$stamp"
 fi
