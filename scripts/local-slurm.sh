@@ -122,6 +122,12 @@ stop() {
             rm -f "$STATE/$name.pid"
         fi
     done
+    # Without a controller, `scontrol show config` waits its 10 s message timeout, and Snakemake's SLURM
+    # plugin runs it whenever Snakemake starts, even for a local run: remove the config this script
+    # wrote (start writes it again), so that the query fails at once.
+    if grep -q "Written by grpo-lambda's scripts/local-slurm.sh" "$CONF" 2>/dev/null; then
+        rm -f "$CONF"
+    fi
     echo "local-slurm: stopped"
 }
 
