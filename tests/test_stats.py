@@ -114,3 +114,33 @@ def test_cache_only_saves_time():
     first = bootstrap_linear(terms, n_boot=300, cache=cache)
     assert cache  # the draws were kept
     assert bootstrap_linear(terms, n_boot=300, cache=cache) == first == bootstrap_linear(terms, n_boot=300)
+
+
+# Pinned after a mutation run (docs/testing.md): each test below fails under a surviving mutant.
+
+
+def test_an_interval_that_touches_the_value_does_not_exclude_it():
+    from grpo_lambda.stats import Interval
+
+    # e.g. a paired gap of steps whose replicates are all 0: [0, 0] is not distinguishable from 0
+    assert not Interval(0.0, 0.0, 0.0).excludes(0.0)
+    assert not Interval(0.05, 0.0, 0.1).excludes(0.0)
+    assert not Interval(-0.05, -0.1, 0.0).excludes(0.0)
+    assert Interval(0.05, 1e-12, 0.1).excludes(0.0) and Interval(-0.05, -0.1, -1e-12).excludes(0.0)
+
+
+def test_unobserved_entries_add_nothing_to_a_replicate():
+    # Every observed verdict is wrong; the unobserved ones must not count as right in any replicate.
+    correct = np.zeros((3, 40))
+    correct[:, ::2] = np.nan
+    interval = bootstrap_mean(correct, n_boot=300)
+    assert (interval.estimate, interval.low, interval.high) == (0.0, 0.0, 0.0)
+
+
+def test_shapes_and_levels_at_the_edges():
+    assert bootstrap_mean(np.ones((1, 1)), n_boot=50).estimate == 1.0  # one seed, one problem
+    with pytest.raises(ValueError, match="shape"):
+        bootstrap_mean(np.ones((2, 2, 2)))
+    for level in (0.0, 1.0):
+        with pytest.raises(ValueError, match="level"):
+            bootstrap_mean(np.ones(3), level=level)
