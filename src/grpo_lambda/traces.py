@@ -351,4 +351,4 @@ def _both_weights(n_early: int, n_pairs: int, kappa: float, eps: float, dtype: t
     k = torch.tensor(kappa, dtype=dtype, device=device)
     early = torch.pow(k, torch.arange(n_early, device=device, dtype=dtype)).clamp(min=eps)
     decay = torch.pow(k, torch.arange(1, n_pairs + 1, device=device, dtype=dtype))
-    return early, -decay, decay - decay * k
+    return early, -decay, decay * (1 - k)  # 1 − κ is exact for κ ≥ 1/2 (Sterbenz): no cancellation
