@@ -31,18 +31,19 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     path = Path(path)
     path.parent.mkdir(parents=True, exist_ok=True)
     tmp = _tmp_name(path)
-    _remove(tmp)
+    remove_path(tmp)
     try:
         yield tmp
     except BaseException:
-        _remove(tmp)
+        remove_path(tmp)
         raise
     if path.is_dir() and tmp.is_dir():
-        _remove(path)  # os.replace cannot replace a non-empty folder
+        remove_path(path)  # os.replace cannot replace a non-empty folder
     os.replace(tmp, path)
 
 
-def _remove(path: Path) -> None:
+def remove_path(path: Path) -> None:
+    """Remove a file, a symlink or a whole folder; nothing if absent."""
     if path.is_dir() and not path.is_symlink():
         shutil.rmtree(path)
     elif path.exists() or path.is_symlink():

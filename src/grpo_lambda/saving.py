@@ -10,17 +10,11 @@ from __future__ import annotations
 
 import logging
 import os
-import shutil
 from pathlib import Path
 
+from grpo_lambda import files
+
 log = logging.getLogger(__name__)
-
-
-def _remove(path: Path) -> None:
-    if path.is_dir():
-        shutil.rmtree(path)
-    elif path.exists():
-        path.unlink()
 
 
 def merge_lora(adapter_dir: Path, base: str, out_dir: Path, tokenizer) -> None:
@@ -45,18 +39,17 @@ def save_trained_model(trainer, folder: str | os.PathLike, *, lora_base: str | N
     saving = folder.with_name(f".{folder.name}.saving")
     if accelerator.is_main_process:
         folder.parent.mkdir(parents=True, exist_ok=True)
-        _remove(saving)
+        files.remove_path(saving)
     accelerator.wait_for_everyone()
     trainer.save_model(str(saving))
     if accelerator.is_main_process:
-        if lora_base is not None:
-            merged = folder.with_name(f".{folder.name}.merging")
-            _remove(merged)
-            merge_lora(saving, lora_base, merged, trainer.processing_class)
-            _remove(saving)
-            saving = merged
-        _remove(folder)
-        os.replace(saving, folder)
+        if lora_base is None:
+            files.remove_path(folder)  # os.replace cannot replace a non-empty folder
+            os.replace(saving, folder)
+        else:  # the main process alone merges: its own temporary name will do
+            with files.atomic_path(folder) as merged:
+                merge_lora(saving, lora_base, merged, trainer.processing_class)
+            files.remove_path(saving)
         log.info("model written to %s by process %d of %d%s", folder, accelerator.process_index,
                  accelerator.num_processes, " (LoRA merged into its base)" if lora_base else "")
     accelerator.wait_for_everyone()

@@ -258,13 +258,13 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
         log.info("already trained to step %d with these settings: publishing %s", args.max_steps, last)
         trainer._load_from_checkpoint(last)
         trainer.state = TrainerState.load_from_json(str(Path(last) / "trainer_state.json"))
+        if trainer.is_world_process_zero():
+            # No training, so no WriteTrainLog call, and Snakemake may have removed the old file.
+            write_train_log(str(cell / "train_log.csv"), train_log_rows(trainer.state.log_history))
     else:
         if last:
             log.info("resuming from %s", last)
         trainer.train(resume_from_checkpoint=last)  # WriteTrainLog keeps train_log.csv current
-    if trainer.is_world_process_zero():
-        # A published finished run never called the callback, and Snakemake may have removed the old file.
-        write_train_log(str(cell / "train_log.csv"), train_log_rows(trainer.state.log_history))
     save_trained_model(trainer, cell / "model", lora_base=lora_base)
     if trainer.is_world_process_zero():
         log.info("cell %s trained to step %d", cell_dir, trainer.state.global_step)
