@@ -31,11 +31,14 @@ declare -A TESTS=(
   [trainer]="$B::test_trainer_loss_is_policy_loss_with_every_grpo_lambda_setting
              $B::test_advantage_clamp_default_per_objective
              $B::test_lambda_zero_equals_trl_when_steps_per_generation_differs
+             $B::test_off_policy_mask_drops_the_sequences_trl_drops $B::test_dapo_normaliser_per_process_equals_trl
+             $B::test_what_vllm_sampling_adds_to_a_batch_reaches_the_loss_as_in_trl
              tests/test_trainer.py::test_lambda_zero_equals_trl_grpo
              tests/test_trainer.py::test_positive_lambda_changes_the_loss_and_logs_trace_weight
              tests/test_trainer.py::test_objective_grpo_with_clamp_is_trl_loss_on_clamped_advantages
-             tests/test_trainer.py::test_config_advantage_clamp_defaults"
-  [rewards]="tests/test_rewards.py $B::test_grade_many_in_parallel_keeps_each_verdict_in_its_row"
+             tests/test_trainer.py::test_config_advantage_clamp_defaults tests/test_trace_length.py"
+  [rewards]="tests/test_rewards.py tests/test_grader_period.py tests/test_strict_reward.py
+             $B::test_grade_many_in_parallel_keeps_each_verdict_in_its_row"
   [stats]="tests/test_stats.py $B::test_bootstrap_width_is_the_binomial_width_of_its_level"
   [aggregate]="tests/test_aggregate.py $B::test_table1_averages_over_the_variants_present"
 )
@@ -45,7 +48,7 @@ declare -A SOURCES=(
   [aggregate]="src/grpo_lambda/tables/*"
 )
 # The trainer's loss path: mutants of these functions only.
-LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params
+LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params _widest_completion
            _resolve_advantage_clamp)
 MODULES=("$@")
 [[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives trainer stats rewards aggregate)

@@ -37,7 +37,12 @@ LAMBDA_SETTINGS = {
     "weight update": ({"trace_update": "weight"}, {"update": "weight"}),
     "eps floor": ({"trace_eps": 0.3, "trace_lambda": 0.7}, {"eps": 0.3, "lam": 0.7}),
     "gamma below one": ({"trace_gamma": 0.8}, {"gamma": 0.8}),
+    "clip range": ({"epsilon": 0.05}, {"epsilon_low": 0.05, "epsilon_high": 0.05}),
+    "P-trace over the sequence": ({"objective": "ptrace", "history_scope": "sequence"},
+                                  {"objective": "ptrace", "advantage_clamp": None, "history_scope": "sequence"}),
 }
+# fields that name the objective rather than a setting under test: the defaults keep them
+_IDENTITY = ("objective", "advantage_clamp", "lam")
 
 
 def forward_logps(trainer, inputs):
@@ -58,8 +63,8 @@ def trainer_loss(trainer, inputs):
 @pytest.mark.parametrize("setting", sorted(LAMBDA_SETTINGS))
 def test_trainer_loss_is_policy_loss_with_every_grpo_lambda_setting(model_dir, tmp_path, setting):
     config_fields, param_fields = LAMBDA_SETTINGS[setting]
-    trainer = make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path, objective="grpo_lambda",
-                           loss_type="bnpo", **{"trace_lambda": 0.9, **config_fields})
+    trainer = make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path, loss_type="bnpo",
+                           **{"objective": "grpo_lambda", "trace_lambda": 0.9, **config_fields})
     inputs = make_inputs(trainer, off_policy=True, with_ref=False)
     loss = trainer_loss(trainer, inputs)
 
@@ -75,7 +80,7 @@ def test_trainer_loss_is_policy_loss_with_every_grpo_lambda_setting(model_dir, t
                            inputs["completion_mask"], params)[0]
 
     torch.testing.assert_close(loss, direct(**param_fields), rtol=1e-6, atol=1e-9)
-    defaults = {"lam": param_fields["lam"]} if "lam" in param_fields else {}
+    defaults = {key: value for key, value in param_fields.items() if key in _IDENTITY}
     assert abs(loss.item() - direct(**defaults).item()) > 1e-5, "the setting must change the loss"
 
 
@@ -260,6 +265,41 @@ def test_dapo_normaliser_per_process_equals_trl(model_dir, tmp_path, monkeypatch
     assert_same(loss_grads_metrics(ours, inputs, 2), trl_result)
     torch.testing.assert_close(trl_result[0], single * 4)
 
+
+
+@pytest.mark.parametrize("case", ["on-policy batch", "sampling log-probs", "vLLM ratio", "tool mask"])
+def test_what_vllm_sampling_adds_to_a_batch_reaches_the_loss_as_in_trl(model_dir, tmp_path, case):
+    """A vLLM run's batch carries the sampler's own log-probs (the off-policy mask prefers them to the
+    old ones) and a truncated importance-sampling ratio; an on-policy batch has no old log-probs; a
+    tool-calling batch masks the tools' tokens out of the loss. Each
+    gives TRL's loss, gradients and metrics, and each input changes the loss (so none can be ignored)."""
+    from test_trainer import assert_same, loss_grads_metrics
+
+    config = {"loss_type": "dapo"} if case == "vLLM ratio" else {"loss_type": "dapo", "off_policy_mask_threshold": 0.1}
+    theirs = make_trainer(model_dir, GRPOTrainer, GRPOConfig, tmp_path / "trl", **config)
+    ours = make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path / "ours", objective="grpo_lambda",
+                        trace_lambda=0.0, advantage_clamp=None, **config)
+    inputs = make_inputs(theirs, off_policy=case != "on-policy batch", with_ref=False)
+    added = None
+    if case == "sampling log-probs":  # the sampler saw sequence 1 far off-policy; the old log-probs do not
+        added = "sampling_per_token_logps"
+        inputs[added] = inputs["old_per_token_logps"].clone()
+        inputs[added][1] += 0.5
+    elif case == "tool mask":
+        added = "tool_mask"
+        inputs[added] = torch.ones_like(inputs["completion_mask"])
+        inputs[added][0, 3:7] = 0
+    elif case == "vLLM ratio":
+        added = "importance_sampling_ratio"
+        inputs[added] = torch.rand(inputs["completion_mask"].shape, generator=torch.Generator().manual_seed(1)) + 0.5
+        for trainer in (theirs, ours):  # the correction TRL applies after vLLM generation (no vLLM on CPU)
+            trainer.use_vllm, trainer.vllm_importance_sampling_correction = True, True
+    trl_result = loss_grads_metrics(theirs, inputs, 1)
+    assert_same(loss_grads_metrics(ours, inputs, 1), trl_result)
+    if added is not None:
+        ours.use_vllm = False
+        without = {key: value for key, value in inputs.items() if key != added}
+        assert abs(loss_grads_metrics(ours, without, 1)[0].item() - trl_result[0].item()) > 1e-5
 
 # --- the pure maths: what the module's own tests left open -----------------------------------------
 
