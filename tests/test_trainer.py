@@ -180,6 +180,7 @@ def test_config_advantage_clamp_defaults(tmp_path):
     assert base_config(tmp_path).advantage_clamp == -0.1  # grpo_lambda: paper Table 2
     assert base_config(tmp_path, objective="grpo").advantage_clamp is None
     assert base_config(tmp_path, advantage_clamp="none").advantage_clamp is None
+    assert base_config(tmp_path, advantage_clamp="Null").advantage_clamp is None  # YAML's word, any case
     assert base_config(tmp_path, advantage_clamp="-0.2").advantage_clamp == -0.2
 
 
