@@ -6,7 +6,7 @@ import math
 import pytest
 import torch
 
-from grpo_lambda.traces import FORMS, STYLES, apply_trace, trace_matrix
+from grpo_lambda.traces import FORMS, STYLES, _chunk_length, apply_trace, trace_matrix
 
 LAMBDAS = (0.0, 0.5, 0.9, 0.98, 0.99, 1.0)
 EPSILONS = (0.0, 1e-7, 0.05)
@@ -184,6 +184,19 @@ def test_relative_trace_is_exact_at_benchmark_size(style, lam):
         case = f"T={length} eps={eps}"
         assert (y - expected).abs().max().item() <= 1e-10 * expected.abs().max().item(), case
         assert (grad - expected_grad).abs().max().item() <= 1e-10 * expected_grad.abs().max().item(), case
+
+
+@pytest.mark.parametrize("length", [149, 200, 296, 297])
+def test_relative_trace_across_two_and_three_scan_chunks(length):
+    """At λ = 0.3 in float64 the scaled-sum scan works in chunks of 148 tokens: 149 … 296 tokens are
+    two chunks, 297 three, and the state at each chunk end must reach the next. ε left at its default
+    (0: the plain trace)."""
+    assert _chunk_length(0.3, torch.float64) == 148
+    generator = torch.Generator().manual_seed(length)
+    x = torch.randn(4, length, dtype=torch.float64, generator=generator)
+    for style in ("recent", "both"):
+        expected = x @ trace_matrix(length, 0.3, style=style, eps=0.0).T
+        torch.testing.assert_close(apply_trace(x, 0.3, style=style), expected, rtol=1e-10, atol=1e-12, msg=style)
 
 
 @pytest.mark.parametrize("style", ["recent", "both"])
