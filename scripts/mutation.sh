@@ -37,7 +37,8 @@ declare -A TESTS=(
              tests/test_trainer.py::test_positive_lambda_changes_the_loss_and_logs_trace_weight
              tests/test_trainer.py::test_objective_grpo_with_clamp_is_trl_loss_on_clamped_advantages
              tests/test_trainer.py::test_config_advantage_clamp_defaults
-             tests/test_trainer.py::test_config_rejects_bad_values_naming_the_field tests/test_trace_length.py"
+             tests/test_trainer.py::test_config_rejects_bad_values_naming_the_field tests/test_trace_length.py
+             tests/test_beyond.py::test_strace_at_quantile_zero_is_ptrace_and_uses_trls_entropy_rule"
   [rewards]="tests/test_rewards.py tests/test_grader_period.py tests/test_strict_reward.py
              $B::test_grade_many_in_parallel_keeps_each_verdict_in_its_row"
   [stats]="tests/test_stats.py $B::test_bootstrap_width_is_the_binomial_width_of_its_level"
