@@ -9,6 +9,7 @@ import torch
 
 from grpo_lambda.objectives import (
     LOSS_TYPES,
+    answer_log_distribution,
     ObjectiveParams,
     high_entropy_mask,
     masked_mean,
@@ -391,3 +392,62 @@ def test_oar_perturbation_importance_orders_tokens_by_their_influence():
     hidden = (influence.unsqueeze(1) * table[input_ids[0]]).sum(0)
     p, q = torch.log_softmax(hidden @ weights_out, -1), torch.log_softmax((hidden - 3 * table[2]) @ weights_out, -1)
     assert row[2].item() == pytest.approx((p.exp() * (p - q)).sum().item(), rel=1e-6)
+
+
+def test_answer_log_distribution_by_hand():
+    """log softmax of the answer positions' mean logits; a row without answer positions is uniform."""
+    logits = torch.randn(2, 3, 5, generator=torch.Generator().manual_seed(8), dtype=torch.float64)
+    answer_mask = torch.tensor([[1, 0, 1], [0, 0, 0]])
+    result = answer_log_distribution(logits, answer_mask)
+    torch.testing.assert_close(result[0], torch.log_softmax((logits[0, 0] + logits[0, 2]) / 2, -1))
+    torch.testing.assert_close(result[1], torch.full((5,), -math.log(5), dtype=torch.float64))
+
+
+def test_oar_gradient_importance_by_hand():
+    """I_t = |Σ_h ∂J/∂e_{t,h} e_{t,h}| at the noisy point e + σ ξ ⊙ mask, J = KL(P(e) ‖ P(noisy)),
+    recomputed here with the same noise draw (different embeddings per token, σ not small)."""
+    generator = torch.Generator().manual_seed(9)
+    weights_in = torch.randn(5, generator=generator, dtype=torch.float64)
+    weights_out = torch.randn(3, 6, generator=generator, dtype=torch.float64)
+    forward = toy_answer_model(weights_in, weights_out)
+    embeds = torch.randn(2, 5, 3, generator=generator, dtype=torch.float64)
+    noise_mask = torch.tensor([[0, 1, 1, 1, 0], [1, 1, 0, 1, 1]], dtype=torch.float64)
+    answer_mask = torch.ones(2, 1)
+    importance = oar_gradient_importance(forward, embeds, noise_mask, answer_mask, sigma=0.3,
+                                         generator=torch.Generator().manual_seed(10))
+
+    noise = torch.randn(embeds.shape, generator=torch.Generator().manual_seed(10), dtype=torch.float64)
+    noisy = (embeds + 0.3 * noise * noise_mask.unsqueeze(-1)).requires_grad_()
+    clean = torch.log_softmax(forward(embeds)[:, 0], -1)
+    perturbed = torch.log_softmax(forward(noisy)[:, 0], -1)
+    (gradient,) = torch.autograd.grad((clean.exp() * (clean - perturbed)).sum(), noisy)
+    expected = (gradient * embeds).sum(-1).abs() * noise_mask
+    torch.testing.assert_close(importance, expected, rtol=1e-10, atol=1e-14)
+    assert (importance[noise_mask.bool()] > 0).all()
+
+
+def test_oar_perturbation_importance_by_hand_with_an_attention_mask():
+    """KL(P ‖ P with token t padded) for each reasoning token, through a forward that reads the
+    attention mask (masked tokens contribute nothing), in chunks smaller than the batch."""
+    generator = torch.Generator().manual_seed(11)
+    table = torch.randn(6, 4, generator=generator, dtype=torch.float64)
+    weights_out = torch.randn(4, 5, generator=generator, dtype=torch.float64)
+    influence = torch.tensor([1.0, 2.0, 0.5, 3.0, 1.5], dtype=torch.float64)
+
+    def forward(ids, attention):
+        hidden = torch.einsum("n,bnh->bh", influence, table[ids] * attention.unsqueeze(-1).to(torch.float64))
+        return (hidden @ weights_out).unsqueeze(1)
+
+    input_ids = torch.tensor([[3, 1, 2, 4, 5], [2, 2, 5, 1, 3]])
+    attention = torch.tensor([[0, 1, 1, 1, 1], [1, 1, 1, 1, 0]])
+    reasoning = torch.tensor([[False, True, True, True, False], [True, False, True, True, False]])
+    importance = oar_perturbation_importance(forward, input_ids, attention, reasoning, torch.ones(2, 1),
+                                             pad_id=0, batch_size=2)
+    clean = torch.log_softmax(forward(input_ids, attention)[:, 0], -1)
+    expected = torch.zeros(2, 5, dtype=torch.float64)
+    for b, t in reasoning.nonzero().tolist():
+        ids = input_ids[b:b + 1].clone()
+        ids[0, t] = 0
+        q = torch.log_softmax(forward(ids, attention[b:b + 1])[0, 0], -1)
+        expected[b, t] = (clean[b].exp() * (clean[b] - q)).sum()
+    torch.testing.assert_close(importance, expected, rtol=1e-10, atol=1e-14)
