@@ -12,6 +12,7 @@ from grpo_lambda.objectives import (
     answer_log_distribution,
     ObjectiveParams,
     high_entropy_mask,
+    history_log_ratio,
     masked_mean,
     oar_gradient_importance,
     oar_perturbation_importance,
@@ -345,6 +346,21 @@ def test_oar_weights_by_hand():
     assert weights[0, 4] == 1.0
 
 
+
+def test_oar_weights_by_hand_per_sequence():
+    """Two sequences in one batch, each normalised over its own reasoning tokens. Row 0 as above;
+    row 1 has log1p scores 1, 2, 4 (low 1, spread 3): n = 0, 1/3, 1, τ = 1/3, raw weights 0.1, 1, 2."""
+    e = math.e
+    importance = torch.tensor([[0.0, e - 1, e**2 - 1, e**3 - 1, 5.0],
+                               [e - 1, e**2 - 1, e**4 - 1, 0.0, 0.0]], dtype=torch.float64)
+    reasoning = torch.tensor([[True, True, True, True, False], [True, True, True, False, False]])
+    weights = oar_weights(importance, reasoning, quantile=0.5, boost=1.0)
+    first = torch.tensor([0.1, 2 / 3, 4 / 3, 2.0], dtype=torch.float64)
+    second = torch.tensor([0.1, 1.0, 2.0], dtype=torch.float64)
+    torch.testing.assert_close(weights[0, :4], first * 4 / first.sum(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weights[1, :3], second * 3 / second.sum(), rtol=1e-12, atol=1e-12)
+    assert weights[0, 4] == weights[1, 3] == weights[1, 4] == 1.0
+
 def toy_answer_model(weights_in, weights_out):
     """h = Σ_n c_n e_n, answer logits = h W (one answer position): a token's influence is |c_n|."""
     def forward(embeds):
@@ -451,3 +467,21 @@ def test_oar_perturbation_importance_by_hand_with_an_attention_mask():
         q = torch.log_softmax(forward(ids, attention[b:b + 1])[0, 0], -1)
         expected[b, t] = (clean[b].exp() * (clean[b] - q)).sum()
     torch.testing.assert_close(importance, expected, rtol=1e-10, atol=1e-14)
+
+
+@pytest.mark.parametrize("scope", ["past", "sequence"])
+def test_history_log_ratio_by_hand(scope):
+    """log coef_t = (log ρ_t + Σ_{k≠t} C[t,k] log ρ_k) / (1 + Σ_{k≠t} C[t,k]), C[t,k] = (γλ)^|t−k| m_k
+    over k < t ("past") or every k ≠ t ("sequence"); γ < 1 and a credit mask with a gap."""
+    log_ratio = torch.randn(2, 7, generator=torch.Generator().manual_seed(12), dtype=torch.float64)
+    in_credit = torch.tensor([[1, 1, 0, 1, 1, 1, 0], [1, 1, 1, 1, 1, 1, 1]], dtype=torch.float64)
+    log_coef, credit = history_log_ratio(log_ratio, in_credit, 0.9, gamma=0.7, scope=scope)
+    kappa = 0.63
+    for b in range(2):
+        for t in range(7):
+            others = [k for k in range(7) if k != t and (k < t or scope == "sequence")]
+            weights = {k: kappa ** abs(t - k) * in_credit[b, k].item() for k in others}
+            mass = 1.0 + sum(weights.values())
+            expected = (log_ratio[b, t].item() + sum(w * log_ratio[b, k].item() for k, w in weights.items())) / mass
+            assert credit[b, t].item() == pytest.approx(mass, rel=1e-12)
+            assert log_coef[b, t].item() == pytest.approx(expected, rel=1e-10, abs=1e-12)
