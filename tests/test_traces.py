@@ -199,6 +199,19 @@ def test_relative_trace_across_two_and_three_scan_chunks(length):
         torch.testing.assert_close(apply_trace(x, 0.3, style=style), expected, rtol=1e-10, atol=1e-12, msg=style)
 
 
+@pytest.mark.parametrize("length", [40, 150])
+def test_relative_trace_by_decay_matrices_in_float32(length):
+    """At λ = 0.2 a float32 chunk would be 14 tokens (< 16), so the decay-matrix scan does the whole
+    sum, in one block (40 tokens) or three (150)."""
+    assert _chunk_length(0.2, torch.float32) < 16
+    x = torch.randn(3, length, generator=torch.Generator().manual_seed(length), dtype=torch.float64)
+    for style in ("recent", "both"):
+        expected = x @ trace_matrix(length, 0.2, style=style).T
+        result = apply_trace(x.float(), 0.2, style=style)
+        assert result.dtype == torch.float32
+        torch.testing.assert_close(result.double(), expected, rtol=1e-5, atol=1e-5, msg=style)
+
+
 @pytest.mark.parametrize("style", ["recent", "both"])
 def test_relative_trace_float32_is_as_accurate_as_its_precision_on_long_sequences(style):
     # float32 chunks are short (κ^(−L) ≤ 2^32), so T = 65536 crosses hundreds of chunk boundaries.
