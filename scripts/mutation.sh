@@ -29,7 +29,7 @@ declare -A TESTS=(
   [traces]="tests/test_traces.py tests/test_trace_length.py $B::test_window_width_is_exact_where_logarithms_round
             $B::test_apply_trace_across_two_scan_blocks $B::test_half_precision_loss_keeps_every_trace_setting"
   [objectives]="tests/test_objectives.py $B::test_ptrace_decays_with_gamma_times_lambda
-                $B::test_half_precision_loss_keeps_every_trace_setting"
+                $B::test_half_precision_loss_keeps_every_trace_setting tests/test_trace_length.py"
   [trainer]="$B::test_trainer_loss_is_policy_loss_with_every_grpo_lambda_setting
              $B::test_advantage_clamp_default_per_objective
              $B::test_lambda_zero_equals_trl_when_steps_per_generation_differs

@@ -349,16 +349,20 @@ def test_oar_weights_by_hand():
 
 def test_oar_weights_by_hand_per_sequence():
     """Two sequences in one batch, each normalised over its own reasoning tokens. Row 0 as above;
-    row 1 has log1p scores 1, 2, 4 (low 1, spread 3): n = 0, 1/3, 1, τ = 1/3, raw weights 0.1, 1, 2."""
+    row 1 has log1p scores 1, 2, 4 (low 1, spread 3): n = 0, 1/3, 1, τ = 1/3, raw weights 0.1, 1, 2;
+    row 2 scores 0.1, 0.3, 0.5 (a spread below 1): n = 0, 1/2, 1, τ = 1/2, the same raw weights."""
     e = math.e
     importance = torch.tensor([[0.0, e - 1, e**2 - 1, e**3 - 1, 5.0],
-                               [e - 1, e**2 - 1, e**4 - 1, 0.0, 0.0]], dtype=torch.float64)
-    reasoning = torch.tensor([[True, True, True, True, False], [True, True, True, False, False]])
+                               [e - 1, e**2 - 1, e**4 - 1, 0.0, 0.0],
+                               [e**0.1 - 1, e**0.3 - 1, e**0.5 - 1, 0.0, 0.0]], dtype=torch.float64)
+    reasoning = torch.tensor([[True, True, True, True, False], [True, True, True, False, False],
+                              [True, True, True, False, False]])
     weights = oar_weights(importance, reasoning, quantile=0.5, boost=1.0)
     first = torch.tensor([0.1, 2 / 3, 4 / 3, 2.0], dtype=torch.float64)
     second = torch.tensor([0.1, 1.0, 2.0], dtype=torch.float64)
     torch.testing.assert_close(weights[0, :4], first * 4 / first.sum(), rtol=1e-12, atol=1e-12)
     torch.testing.assert_close(weights[1, :3], second * 3 / second.sum(), rtol=1e-12, atol=1e-12)
+    torch.testing.assert_close(weights[2, :3], second * 3 / second.sum(), rtol=1e-12, atol=1e-12)  # spread 0.4
     assert weights[0, 4] == weights[1, 3] == weights[1, 4] == 1.0
 
 def toy_answer_model(weights_in, weights_out):
