@@ -199,10 +199,10 @@ def test_relative_trace_across_two_and_three_scan_chunks(length):
         torch.testing.assert_close(apply_trace(x, 0.3, style=style), expected, rtol=1e-10, atol=1e-12, msg=style)
 
 
-@pytest.mark.parametrize("length", [40, 150])
+@pytest.mark.parametrize("length", [40, 100, 150])
 def test_relative_trace_by_decay_matrices_in_float32(length):
     """At λ = 0.2 a float32 chunk would be 14 tokens (< 16), so the decay-matrix scan does the whole
-    sum, in one block (40 tokens) or three (150)."""
+    sum, in one block of 64 (40 tokens), two (100) or three (150)."""
     assert _chunk_length(0.2, torch.float32) < 16
     x = torch.randn(3, length, generator=torch.Generator().manual_seed(length), dtype=torch.float64)
     for style in ("recent", "both"):
