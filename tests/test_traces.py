@@ -199,6 +199,16 @@ def test_relative_trace_across_two_and_three_scan_chunks(length):
         torch.testing.assert_close(apply_trace(x, 0.3, style=style), expected, rtol=1e-10, atol=1e-12, msg=style)
 
 
+@pytest.mark.parametrize("eps", [1.0, 1.5, 3.0])
+def test_a_floor_at_or_above_one_weighs_every_earlier_token_by_it(eps):
+    """ε ≥ 1 exceeds every decayed weight κ^d: the floor sets them all (no window at all)."""
+    x = torch.randn(2, 20, generator=torch.Generator().manual_seed(13), dtype=torch.float64)
+    for style, form in itertools.product(STYLES, FORMS):
+        expected = x @ trace_matrix(20, 0.9, style=style, form=form, eps=eps).T
+        torch.testing.assert_close(apply_trace(x, 0.9, style=style, form=form, eps=eps), expected,
+                                   rtol=1e-10, atol=1e-10, msg=f"{style} {form}")
+
+
 @pytest.mark.parametrize("length", [40, 100, 150])
 def test_relative_trace_by_decay_matrices_in_float32(length):
     """At λ = 0.2 a float32 chunk would be 14 tokens (< 16), so the decay-matrix scan does the whole
