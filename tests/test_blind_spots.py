@@ -266,13 +266,12 @@ def test_dapo_normaliser_per_process_equals_trl(model_dir, tmp_path, monkeypatch
     torch.testing.assert_close(trl_result[0], single * 4)
 
 
-
 @pytest.mark.parametrize("case", ["on-policy batch", "sampling log-probs", "vLLM ratio", "tool mask"])
 def test_what_vllm_sampling_adds_to_a_batch_reaches_the_loss_as_in_trl(model_dir, tmp_path, case):
     """A vLLM run's batch carries the sampler's own log-probs (the off-policy mask prefers them to the
     old ones) and a truncated importance-sampling ratio; an on-policy batch has no old log-probs; a
-    tool-calling batch masks the tools' tokens out of the loss. Each
-    gives TRL's loss, gradients and metrics, and each input changes the loss (so none can be ignored)."""
+    tool-calling batch masks the tools' tokens out of the loss. Each gives TRL's loss, gradients and
+    metrics, and each input changes the loss (so none can be ignored)."""
     from test_trainer import assert_same, loss_grads_metrics
 
     config = {"loss_type": "dapo"} if case == "vLLM ratio" else {"loss_type": "dapo", "off_policy_mask_threshold": 0.1}
@@ -300,6 +299,7 @@ def test_what_vllm_sampling_adds_to_a_batch_reaches_the_loss_as_in_trl(model_dir
         ours.use_vllm = False
         without = {key: value for key, value in inputs.items() if key != added}
         assert abs(loss_grads_metrics(ours, without, 1)[0].item() - trl_result[0].item()) > 1e-5
+
 
 # --- the pure maths: what the module's own tests left open -----------------------------------------
 
