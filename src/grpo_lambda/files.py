@@ -37,9 +37,15 @@ def atomic_path(path: str | os.PathLike) -> Iterator[Path]:
     except BaseException:
         remove_path(tmp)
         raise
-    if path.is_dir() and tmp.is_dir():
-        remove_path(path)  # os.replace cannot replace a non-empty folder
-    os.replace(tmp, path)
+    replace_path(tmp, path)
+
+
+def replace_path(src: Path, dst: Path) -> None:
+    """``os.replace(src, dst)``, also where ``src`` is a folder and ``dst`` exists (os.replace cannot
+    put a folder over a file or a non-empty folder, so ``dst`` is removed first)."""
+    if src.is_dir():
+        remove_path(dst)
+    os.replace(src, dst)
 
 
 def remove_path(path: Path) -> None:

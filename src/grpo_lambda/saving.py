@@ -44,8 +44,7 @@ def save_trained_model(trainer, folder: str | os.PathLike, *, lora_base: str | N
     trainer.save_model(str(saving))
     if accelerator.is_main_process:
         if lora_base is None:
-            files.remove_path(folder)  # os.replace cannot replace a non-empty folder
-            os.replace(saving, folder)
+            files.replace_path(saving, folder)
         else:  # the main process alone merges: its own temporary name will do
             with files.atomic_path(folder) as merged:
                 merge_lora(saving, lora_base, merged, trainer.processing_class)
