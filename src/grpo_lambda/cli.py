@@ -11,6 +11,7 @@ from __future__ import annotations
 import argparse
 import json
 import logging
+import os
 import sys
 
 from grpo_lambda import __version__
@@ -207,6 +208,23 @@ def cmd_figures(args) -> None:
     print("\n".join(figures.main(_study(args, "figures"), args.results, args.out)))
 
 
+def cmd_spread(args) -> None:
+    from grpo_lambda import spread
+    from grpo_lambda.tables.write import write_table
+
+    missing = [folder for folder in args.runs + ([args.check] if args.check else []) if not os.path.isdir(folder)]
+    if missing:
+        raise UsageError(f"no results folder {missing[0]}")
+    if len(set(args.runs)) != len(args.runs):
+        raise UsageError("a results folder is named twice")
+    try:
+        table = spread.spread_table({folder: folder for folder in args.runs}, args.level,
+                                    check=(args.check, args.check) if args.check else None)
+    except (FileNotFoundError, ValueError) as error:
+        raise UsageError(str(error)) from None
+    print("\n".join(write_table(table, args.out, "spread")))
+
+
 def _whole_number(minimum: int, meaning: str):
     def parse(text: str) -> int:
         try:
@@ -320,6 +338,19 @@ def parser() -> argparse.ArgumentParser:
         sub = stage(name, handler, help_text)
         sub.add_argument("--results", default="results", metavar="DIR", help="the results folder (default: %(default)s)")
         sub.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
+
+    sub = stages.add_parser(
+        "spread", help="how the headline numbers vary across whole runs of one study (SFT seeds, machines)",
+        description="Reads the tables of several finished runs of one study (their results folders: other SFT "
+                    "seeds, other machines) and writes spread.{csv,md,tex}: per headline number (Table 1 "
+                    "accuracies, paired differences, reward AUC) each run's value, their mean and the "
+                    "prediction interval for one more run (normal runs assumed: mean ± t·s·√(1 + 1/K)).")
+    sub.add_argument("runs", nargs="+", metavar="RESULTS", help="the results folders of the runs (at least 2)")
+    sub.add_argument("--check", metavar="RESULTS",
+                     help="a further run set against the interval the others give (it does not enter it)")
+    sub.add_argument("--level", type=float, default=0.95, help="the interval's level (default: %(default)s)")
+    sub.add_argument("--out", required=True, metavar="DIR", help="folder to write spread.{csv,md,tex} to")
+    sub.set_defaults(handler=cmd_spread)
     return root
 
 

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# Runs a study once per SFT seed, each run in its own results folder, and writes how the headline
+# numbers spread across the runs (each run's value, and a prediction interval for one more run):
+# <results>-spread/spread.{csv,md,tex}. The intervals of one run cover RL seeds and problems for one
+# SFT model; a run on another machine fine-tunes another SFT model, and this measures what that does.
+#
+#   bash scripts/sft_seeds.sh [--configfile FILE] [--check RESULTS] [SEED ...]   (default seeds: 0 1 2 3)
+#
+# The run whose seed is the config's own sft.seed is the config's results folder itself (the
+# default run's results/, reused if it is complete); seed k otherwise goes to <results>-sft<k>/.
+# --check RESULTS sets one more finished run (another machine's, say) against the interval.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/setup.sh
+
+configfile=config/config.yaml
+check=()
+while [ $# -gt 0 ]; do
+  case "$1" in
+    --configfile) configfile=$2; shift 2 ;;
+    --check) check=(--check "$2"); shift 2 ;;
+    *) break ;;
+  esac
+done
+seeds=("${@}")
+[ ${#seeds[@]} -gt 0 ] || seeds=(0 1 2 3)
+
+results=$(python -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["results"])' "$configfile")
+runs=()
+for seed in "${seeds[@]}"; do
+  # The config with this SFT seed and its own results folder (Snakemake's --config cannot set a
+  # nested number), written beside the run it makes.
+  run_config=$(python - "$configfile" "$seed" <<'EOF'
+import os, sys, yaml
+path, seed = sys.argv[1], int(sys.argv[2])
+config = yaml.safe_load(open(path))
+if config.get("sft", {}).get("seed", 0) == seed:
+    print(path)
+else:
+    config["results"] = f"{config['results']}-sft{seed}"
+    config.setdefault("sft", {})["seed"] = seed
+    os.makedirs(config["results"], exist_ok=True)
+    out = os.path.join(config["results"], "config.yaml")
+    with open(out + ".tmp", "w") as handle:
+        yaml.safe_dump(config, handle, sort_keys=False, allow_unicode=True)
+    os.replace(out + ".tmp", out)
+    print(out)
+EOF
+)
+  run=$(python -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["results"])' "$run_config")
+  echo "SFT seed $seed: $run (config $run_config)"
+  snakemake --cores "${CORES:-2}" --configfile "$run_config"
+  runs+=("$run")
+done
+grpo-lambda spread "${runs[@]}" "${check[@]}" --out "$results-spread"
