@@ -108,6 +108,16 @@ def test_the_spread_of_runs_and_a_checked_run_against_it(run_tables, tmp_path):
     assert spread.spread_table(runs, check=("near", near))["inside"].all()
 
 
+def test_each_run_is_set_against_the_interval_of_the_others(run_tables, tmp_path):
+    # Three runs within 0.002 of each other and one 0.3 away: the far one falls outside the narrow
+    # interval of the three; each of the three falls inside the wide interval the far one opens.
+    runs = {f"run{i}": _shifted_run(run_tables, tmp_path / f"run{i}", offset)
+            for i, offset in enumerate([0.0, 0.001, 0.002, 0.3])}
+    assert set(spread.spread_table(runs)["left_out_inside"]) == {"3/4"}
+    two = {name: runs[name] for name in ("run0", "run1")}
+    assert "left_out_inside" not in spread.spread_table(two)  # one run left cannot make an interval
+
+
 def test_a_spread_needs_two_runs_of_one_study(run_tables, tmp_path):
     with pytest.raises(ValueError, match="at least 2 runs"):
         spread.spread_table({"one": run_tables})

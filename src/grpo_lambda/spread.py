@@ -9,8 +9,8 @@ and a prediction interval for one more run:
     x̄ ± t(K−1, (1 + level)/2) · s · √(1 + 1/K)
 
 over K runs, s their sample standard deviation: the textbook interval for a new draw from a normal
-population. With ``check``, a further run (another machine's, say) is set against the interval the
-others give.
+population. Each run is also set against the interval the others give (leave one out), and with
+``check`` a further run (another machine's, say) against the interval of them all.
 """
 
 from __future__ import annotations
@@ -74,8 +74,10 @@ def spread_table(runs: dict[str, str | os.PathLike], level: float = 0.95,
                  check: tuple[str, str | os.PathLike] | None = None) -> pd.DataFrame:
     """Per headline number: each run's value, their mean and the prediction interval for one more run.
 
-    ``runs`` maps a name to a results folder. With ``check`` = (name, folder), that run's value and
-    whether it lies inside the interval are added; it does not enter the interval. A number some run
+    ``runs`` maps a name to a results folder. With three runs or more, ``left_out_inside`` says how
+    many of them fall inside the interval the others give (a leave-one-out check of the interval).
+    With ``check`` = (name, folder), that run's value and whether it lies inside the interval are
+    added; it does not enter the interval. A number some run
     lacks (a variant one of them did not train) is left out, and so is a run of another study: the
     runs must report the same numbers.
     """
@@ -101,7 +103,20 @@ def spread_table(runs: dict[str, str | os.PathLike], level: float = 0.95,
     table["prediction"] = [mean for mean, _, _ in intervals]
     table["prediction_low"] = [low for _, low, _ in intervals]
     table["prediction_high"] = [high for _, _, high in intervals]
+    if len(runs) >= 3:
+        # Each run in turn against the interval the others give: how often one more run fell inside.
+        names = list(runs)
+        counts = []
+        for key in table.index:
+            values = table.loc[key, names]
+            counts.append(sum(_inside(values[name], values.drop(name), level) for name in names))
+        table["left_out_inside"] = [f"{count}/{len(names)}" for count in counts]
     if check is not None:
         table["inside"] = [bool(low <= value <= high) for value, low, high in
                            zip(table[check[0]], table["prediction_low"], table["prediction_high"])]
     return table.reset_index()
+
+
+def _inside(value: float, others, level: float) -> bool:
+    _, low, high = prediction_interval(others, level)
+    return bool(low <= value <= high)
