@@ -40,6 +40,9 @@ def test_prediction_interval_by_hand():
     half = 3.182446 * math.sqrt(5 / 3) * math.sqrt(1 + 1 / 4)  # t(3, 0.975) · s · √(1 + 1/K)
     assert mean == 2.5
     assert (low, high) == pytest.approx((2.5 - half, 2.5 + half), abs=1e-5)
+    mean, low, high = spread.mean_interval([1.0, 2.0, 3.0, 4.0])
+    half = 3.182446 * math.sqrt(5 / 3) / 2  # t(3, 0.975) · s / √K
+    assert (mean, low, high) == pytest.approx((2.5, 2.5 - half, 2.5 + half), abs=1e-5)
     with pytest.raises(ValueError, match="at least 2 runs"):
         spread.prediction_interval([0.5])
 
@@ -100,7 +103,8 @@ def test_the_spread_of_runs_and_a_checked_run_against_it(run_tables, tmp_path):
     assert len(table) == len(base) - base.index.get_level_values("quantity").isin(["accuracy: GRPO"]).sum()
     for key, row in table.iterrows():
         assert row["run2"] == pytest.approx(base[key] + 0.05)
-        assert row["prediction"] == pytest.approx(base[key] + np.mean(offsets))
+        assert row["prediction"] == row["mean"] == pytest.approx(base[key] + np.mean(offsets))
+        assert row["mean_high"] - row["mean"] == pytest.approx(half / math.sqrt(1 + 1 / 4) / 2)
         assert (row["prediction_low"], row["prediction_high"]) == pytest.approx(
             (base[key] + np.mean(offsets) - half, base[key] + np.mean(offsets) + half))
         assert row["far"] == pytest.approx(base[key] + 0.5) and not row["inside"]

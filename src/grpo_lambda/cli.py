@@ -343,9 +343,10 @@ def parser() -> argparse.ArgumentParser:
         "spread", help="how the headline numbers vary across whole runs of one study (SFT seeds, machines)",
         description="Reads the tables of several finished runs of one study (their results folders: other SFT "
                     "seeds, other machines) and writes spread.{csv,md,tex}: per headline number (Table 1 "
-                    "accuracies, paired differences, reward AUC) each run's value, their mean and the "
-                    "prediction interval for one more run (normal runs assumed: mean ± t·s·√(1 + 1/K)), and with 3 runs "
-                    "or more how many fall inside the interval the others give.")
+                    "accuracies, paired differences, reward AUC) each run's value, their mean with its confidence "
+                    "interval (mean ± t·s/√K), the prediction interval for one more run (mean ± t·s·√(1 + 1/K); "
+                    "normal runs assumed) and, with 3 runs or more, how many fall inside the interval the others "
+                    "give.")
     sub.add_argument("runs", nargs="+", metavar="RESULTS", help="the results folders of the runs (at least 2)")
     sub.add_argument("--check", metavar="RESULTS",
                      help="a further run set against the interval the others give (it does not enter it)")

@@ -4,12 +4,12 @@ The intervals of the tables cover RL seeds and problems, for the one SFT model a
 rerun on another machine fine-tunes another SFT model (floating-point rounding sends training
 elsewhere), and what RL reaches depends on it. This module reads the tables of several complete runs
 of one study (their results folders) and gives, per headline number, each run's value, their mean
-and a prediction interval for one more run:
+with its confidence interval, and a prediction interval for one more run:
 
-    x̄ ± t(K−1, (1 + level)/2) · s · √(1 + 1/K)
+    x̄ ± t(K−1, (1 + level)/2) · s · √(1/K)        the mean over such runs
+    x̄ ± t(K−1, (1 + level)/2) · s · √(1 + 1/K)    one more run
 
-over K runs, s their sample standard deviation: the textbook interval for a new draw from a normal
-population. Each run is also set against the interval the others give (leave one out), and with
+over K runs, s their sample standard deviation: the textbook intervals for normal draws. Each run is also set against the interval the others give (leave one out), and with
 ``check`` a further run (another machine's, say) against the interval of them all.
 """
 
@@ -58,21 +58,30 @@ def headline_numbers(results_dir: str | os.PathLike) -> pd.DataFrame:
     return pd.DataFrame(rows, columns=["model", "dataset", "quantity", "value"])
 
 
-def prediction_interval(values, level: float = 0.95) -> tuple[float, float, float]:
-    """(mean, low, high): where one more run's value should fall, given these runs' values."""
+def _t_interval(values, level: float, scale) -> tuple[float, float, float]:
     values = [float(value) for value in values]
     count = len(values)
     if count < 2:
-        raise ValueError(f"a prediction interval needs at least 2 runs, got {count}")
+        raise ValueError(f"an interval over runs needs at least 2 runs, got {count}")
     mean = sum(values) / count
     spread = math.sqrt(sum((value - mean) ** 2 for value in values) / (count - 1))
-    half = student_t_quantile((1 + level) / 2, count - 1) * spread * math.sqrt(1 + 1 / count)
+    half = student_t_quantile((1 + level) / 2, count - 1) * spread * scale(count)
     return mean, mean - half, mean + half
+
+
+def prediction_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): where one more run's value should fall, given these runs' values."""
+    return _t_interval(values, level, lambda count: math.sqrt(1 + 1 / count))
+
+
+def mean_interval(values, level: float = 0.95) -> tuple[float, float, float]:
+    """(mean, low, high): the confidence interval of the mean over runs (x̄ ± t · s/√K)."""
+    return _t_interval(values, level, lambda count: math.sqrt(1 / count))
 
 
 def spread_table(runs: dict[str, str | os.PathLike], level: float = 0.95,
                  check: tuple[str, str | os.PathLike] | None = None) -> pd.DataFrame:
-    """Per headline number: each run's value, their mean and the prediction interval for one more run.
+    """Per headline number: each run's value, their mean with its interval, and the prediction interval.
 
     ``runs`` maps a name to a results folder. With three runs or more, ``left_out_inside`` says how
     many of them fall inside the interval the others give (a leave-one-out check of the interval).
@@ -98,11 +107,13 @@ def spread_table(runs: dict[str, str | os.PathLike], level: float = 0.95,
     table = pd.concat(frames, axis=1, join="inner", sort=False)
     if table.empty:
         raise ValueError(f"the runs {', '.join(named)} share no headline number: are they of the same study?")
-    intervals = [prediction_interval(table.loc[key, list(runs)], level) for key in table.index]
-    # "prediction" is the mean of the runs; _low and _high its interval (write_table shows "x [low, high]")
-    table["prediction"] = [mean for mean, _, _ in intervals]
-    table["prediction_low"] = [low for _, low, _ in intervals]
-    table["prediction_high"] = [high for _, _, high in intervals]
+    # Both columns hold the mean of the runs, with the confidence interval of that mean and the
+    # prediction interval for one more run as _low and _high (write_table shows "x [low, high]").
+    for column, interval in (("mean", mean_interval), ("prediction", prediction_interval)):
+        bounds = [interval(table.loc[key, list(runs)], level) for key in table.index]
+        table[column] = [mean for mean, _, _ in bounds]
+        table[f"{column}_low"] = [low for _, low, _ in bounds]
+        table[f"{column}_high"] = [high for _, _, high in bounds]
     if len(runs) >= 3:
         # Each run in turn against the interval the others give: how often one more run fell inside.
         names = list(runs)
