@@ -8,4 +8,8 @@ cp results/figures/reward_curves.png results/figures/learning_speed.png results/
 for table in table1 paired results_by_variant learning_speed; do
   cp "results/tables/$table.md" "results/tables/$table.csv" docs/default-run/
 done
+# The spread across SFT seeds, where scripts/sft_seeds.sh has measured it.
+if [ -f results-spread/spread.md ]; then
+  cp results-spread/spread.md results-spread/spread.csv docs/default-run/
+fi
 echo "docs/default-run updated from results/"
