@@ -50,3 +50,17 @@ def test_the_learning_speed_table_has_every_variant_with_intervals():
         assert ((speed[f"{stat}_low"] <= speed[stat]) & (speed[stat] <= speed[f"{stat}_high"])).all()
     others = speed.drop(index=CONFIG.get("report", {}).get("baseline", "grpo"))
     assert others[["auc_vs_baseline_low", "auc_vs_baseline_high"]].notna().all().all()
+
+
+@pytest.mark.skipif(not (DOCS / "spread.csv").is_file(), reason="no spread across SFT seeds in docs/default-run")
+def test_across_sft_seeds_rl_beats_sft_and_the_held_out_run_falls_inside():
+    """The README's numbers for another machine: prediction intervals over at least four SFT seeds,
+    every RL variant's at least ten points above SFT's, with the held-out run inside every one."""
+    spread = pd.read_csv(DOCS / "spread.csv").set_index("quantity")
+    runs = list(spread.columns[spread.columns.get_loc("dataset") + 1:spread.columns.get_loc("mean")])
+    assert len(runs) - 1 >= 4  # the last one is the held-out run (--check)
+    assert spread["inside"].all()
+    sft = spread.loc["accuracy: SFT"]
+    rl = spread.loc[[name for name in spread.index if name.startswith("accuracy:") and name != "accuracy: SFT"]]
+    assert len(rl) == len(RL_VARIANTS)
+    assert (rl["prediction_low"] >= sft["prediction_high"] + 0.10).all()
