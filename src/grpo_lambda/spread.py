@@ -9,8 +9,9 @@ with its confidence interval, and a prediction interval for one more run:
     x̄ ± t(K−1, (1 + level)/2) · s · √(1/K)        the mean over such runs
     x̄ ± t(K−1, (1 + level)/2) · s · √(1 + 1/K)    one more run
 
-over K runs, s their sample standard deviation: the textbook intervals for normal draws. Each run is also set against the interval the others give (leave one out), and with
-``check`` a further run (another machine's, say) against the interval of them all.
+over K runs, s their sample standard deviation: the textbook intervals for normal draws. Each run
+is also set against the interval the others give (leave one out), and with ``check`` a further run
+(another machine's, say) against the interval of them all.
 """
 
 from __future__ import annotations
@@ -86,9 +87,8 @@ def spread_table(runs: dict[str, str | os.PathLike], level: float = 0.95,
     ``runs`` maps a name to a results folder. With three runs or more, ``left_out_inside`` says how
     many of them fall inside the interval the others give (a leave-one-out check of the interval).
     With ``check`` = (name, folder), that run's value and whether it lies inside the interval are
-    added; it does not enter the interval. A number some run
-    lacks (a variant one of them did not train) is left out, and so is a run of another study: the
-    runs must report the same numbers.
+    added; it does not enter the interval. A number some run lacks (a variant it did not train) is
+    left out: the runs must be of one study.
     """
     if len(runs) < 2:
         raise ValueError(f"give at least 2 runs to measure a spread, got {len(runs)}")
