@@ -29,25 +29,21 @@ results=$(python -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["
 runs=()
 for seed in "${seeds[@]}"; do
   # The config with this SFT seed and its own results folder (Snakemake's --config cannot set a
-  # nested number), written beside the run it makes.
-  run_config=$(python - "$configfile" "$seed" <<'EOF'
-import os, sys, yaml
+  # nested number), written beside the run it makes; prints that config's path and results folder.
+  { read -r run_config; read -r run; } < <(python - "$configfile" "$seed" <<'EOF'
+import sys, yaml
+from grpo_lambda.files import write_text
 path, seed = sys.argv[1], int(sys.argv[2])
 config = yaml.safe_load(open(path))
-if config.get("sft", {}).get("seed", 0) == seed:
-    print(path)
-else:
+if config.get("sft", {}).get("seed", 0) != seed:
     config["results"] = f"{config['results']}-sft{seed}"
     config.setdefault("sft", {})["seed"] = seed
-    os.makedirs(config["results"], exist_ok=True)
-    out = os.path.join(config["results"], "config.yaml")
-    with open(out + ".tmp", "w") as handle:
-        yaml.safe_dump(config, handle, sort_keys=False, allow_unicode=True)
-    os.replace(out + ".tmp", out)
-    print(out)
+    path = f"{config['results']}/config.yaml"
+    write_text(path, yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+print(path)
+print(config["results"])
 EOF
 )
-  run=$(python -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["results"])' "$run_config")
   echo "SFT seed $seed: $run (config $run_config)"
   snakemake --cores "${CORES:-2}" --configfile "$run_config"
   runs+=("$run")
