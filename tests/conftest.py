@@ -30,3 +30,65 @@ def cli():
     if path is None:
         pytest.skip("the grpo-lambda command is not installed (pip install -e .)")
     return path
+
+
+# ------------------------------------------------------------------------------------------------
+# Evidence that RL trained: read from a finished run's own files (weights and train_log.csv)
+# ------------------------------------------------------------------------------------------------
+
+
+def model_weights(folder: Path) -> dict:
+    """Every tensor of a saved model folder (its safetensors files)."""
+    from safetensors.torch import load_file
+
+    weights = {}
+    for path in sorted(Path(folder).glob("*.safetensors")):
+        weights.update(load_file(path))
+    assert weights, f"no weights in {folder}"
+    return weights
+
+
+def largest_weight_change(before: Path, after: Path) -> float:
+    """max |w_after − w_before| over every tensor; the two folders must hold the same tensors."""
+    a, b = model_weights(before), model_weights(after)
+    assert a.keys() == b.keys(), (before, after)
+    return max((b[name].float() - a[name].float()).abs().max().item() for name in a)
+
+
+def rl_learning_problems(results: Path, config: dict) -> list[str]:
+    """What shows that RL did not train, cell by cell ([] when every cell learned).
+
+    A cell learned when, in its train_log.csv, the groups' rewards disagree (reward_std > 0) on at least
+    half of the steps that generated, the loss is nonzero on at least half of the steps, the KL to the
+    reference is positive at the last step where β > 0; when its final model and every step snapshot
+    differ from the SFT model it started from; and when each variant's final model differs from every
+    other variant's of the same model, training set and seed.
+    """
+    import pandas as pd
+
+    from grpo_lambda import config as study
+
+    problems, finals = [], {}
+    for cell in study.rl_cells(config):
+        name = f"{cell['model']}/{cell['dataset']}/{cell['variant']}/seed{cell['seed']}"
+        folder = results / name
+        log = pd.read_csv(folder / "train_log.csv")
+        generated = log.dropna(subset=["reward"])
+        if not len(generated) or (generated["reward_std"] > 0).mean() < 0.5:
+            problems.append(f"{name}: reward spread 0 on most generation steps {list(generated['reward_std'])}")
+        if (log["loss"].abs() > 0).mean() < 0.5:
+            problems.append(f"{name}: loss 0 on most steps {list(log['loss'])}")
+        beta = config["models"][cell["model"]].get("rl", {}).get("beta", config["rl"].get("beta", 0.0))
+        if beta > 0 and not log["kl"].iloc[-1] > 0:
+            problems.append(f"{name}: β = {beta} but the KL at the last step is {log['kl'].iloc[-1]}")
+        sft = results / cell["model"] / cell["dataset"] / "sft" / "model"
+        for snapshot in [*sorted((folder / "checkpoints").glob("step-*")), folder / "model"]:
+            if largest_weight_change(sft, snapshot) == 0:
+                problems.append(f"{name}: {snapshot.name} is byte-identical to the SFT model")
+        finals.setdefault((cell["model"], cell["dataset"], cell["seed"]), []).append((cell["variant"], folder / "model"))
+    for variants in finals.values():
+        for index, (variant, model) in enumerate(variants):
+            for other, other_model in variants[index + 1:]:
+                if largest_weight_change(model, other_model) == 0:
+                    problems.append(f"{model}: variants {variant} and {other} trained identical weights")
+    return problems

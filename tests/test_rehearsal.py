@@ -10,6 +10,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
+from conftest import rl_learning_problems
 from grpo_lambda import config as study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -147,6 +148,14 @@ def test_rehearsal_writes_the_report_and_every_cell(rehearsal):
         log = pd.read_csv(folder / "train_log.csv")
         assert list(log["step"]) == list(range(1, config["models"][cell["model"]].get("rl", {}).get(
             "max_steps", config["rl"]["max_steps"]) + 1))
+
+
+@pytest.mark.slow
+def test_rl_changed_every_model(rehearsal):
+    """Reward spread, loss, KL, and weights that moved away from SFT and apart between variants, in every
+    cell: 2 processes, LoRA, the absolute form and the reference model each took effective steps."""
+    config = study.load(str(rehearsal / "config/rehearsal.yaml"))
+    assert rl_learning_problems(rehearsal / "results/rehearsal", config) == []
 
 
 @pytest.mark.slow
