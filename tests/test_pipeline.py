@@ -11,7 +11,7 @@ import pandas as pd
 import pytest
 import yaml
 
-from conftest import E2E_CONFIG, ROOT
+from conftest import E2E_CONFIG, ROOT, rl_learning_problems
 from grpo_lambda import files
 from grpo_lambda.rewards import grade
 
@@ -82,6 +82,15 @@ def test_every_cell_logged_every_step_and_kept_its_checkpoints(run):
             assert (cell / "eval" / str(step) / "arith-1.jsonl").exists()
     trace_log = pd.read_csv(run / "results" / "tiny" / "arith" / "recent-trace" / "seed0" / "train_log.csv")
     assert trace_log["trace_weight"].notna().all()
+
+
+def test_rl_changed_every_model(run):
+    """Every cell's rewards disagreed within groups, its loss was nonzero, its weights left the SFT model's,
+    and the variants trained different weights."""
+    from grpo_lambda import config as study
+
+    config = study.validate(yaml.safe_load(E2E_CONFIG.read_text()))
+    assert rl_learning_problems(run / "results", config) == []
 
 
 def embedded_files(html: str) -> dict[str, bytes]:
