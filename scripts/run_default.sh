@@ -3,7 +3,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 begin=$(date +%s)
-source scripts/setup.sh
+source scripts/setup.sh cpu
 start=$(date +%s)
 snakemake --cores "${CORES:-2}" "$@"
 snakemake --report results/report.html

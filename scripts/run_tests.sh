@@ -2,7 +2,7 @@
 # Sets everything up and runs the test suite (what CI runs).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-source scripts/setup.sh
+source scripts/setup.sh cpu
 # -rs: list each skipped test with its reason (a fresh clone without ../shared/data skips the
 # real-data tests, and says so).
 python -m pytest -q -rs "$@"

@@ -11,7 +11,7 @@
 # --check RESULTS sets one more finished run (another machine's, say) against the interval.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
-source scripts/setup.sh
+source scripts/setup.sh cpu
 
 configfile=config/config.yaml
 check=()

@@ -138,7 +138,7 @@ def rl_cells(config: dict) -> list[dict]:
 # order, not the evaluation's, so the kept solutions fit the SFT max_length.
 SELF_DISTILL_DEFAULTS = {"samples": 8, "keep_per_problem": 2, "max_problems": None, "temperature": 1.0,
                          "top_p": 1.0, "max_new_tokens": 1024, "max_model_len": 4096, "batch_size": 64,
-                         "backend": "hf", "seed": 0, "grader_timeout": 1.0}
+                         "backend": "hf", "dtype": "auto", "seed": 0, "grader_timeout": 1.0}
 
 
 def sft_settings(config: dict, model: str) -> dict:

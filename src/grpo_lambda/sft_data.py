@@ -54,7 +54,7 @@ def run(settings: dict, *, base: str, data_path: str, out: str, counts_path: str
     completions = generate(base, prompts, backend=options["backend"], n=options["samples"], greedy=False,
                            temperature=options["temperature"], top_p=options["top_p"],
                            max_new_tokens=options["max_new_tokens"], max_model_len=options["max_model_len"],
-                           batch_size=options["batch_size"], seed=options["seed"])
+                           batch_size=options["batch_size"], seed=options["seed"], dtype=options["dtype"])
     flat = [(text, row["answer"]) for row, texts in zip(rows, completions.texts) for text in texts]
     details = grade_many_details([text for text, _ in flat], [gold for _, gold in flat],
                                  timeout=options["grader_timeout"])
