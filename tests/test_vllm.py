@@ -100,3 +100,20 @@ def test_the_pin_check_reads_pins_and_fails_a_vllm_outside_trls_range(tmp_path):
     assert str(check_pins.requirement_of(trl, "transformers").specifier) == ">=4.56.2"
     with pytest.raises(LookupError, match="deepspeed"):
         check_pins.requirement_of(trl, "deepspeed", "deepspeed")
+
+
+@pytest.mark.slow
+def test_vllm_samples_on_a_cpu(vllm_python, model):
+    """Sampling (the self-distillation stage's use), n completions per prompt, reproducible in the engine seed."""
+    script = ("import json, sys\nfrom grpo_lambda import generation\n"
+              "def main():\n"
+              "    out = generation.generate(sys.argv[1], ['12+3=?', '40+5=?'], backend='vllm', n=4, greedy=False,\n"
+              "                              max_new_tokens=16, max_model_len=128, seed=5)\n"
+              "    print(json.dumps(out.texts))\n"
+              "if __name__ == '__main__':\n    main()\n")
+    runs = [run(vllm_python, "-c", script, model) for _ in range(2)]
+    assert all(done.returncode == 0 for done in runs), runs[0].stderr[-3000:]
+    first, second = (json.loads(done.stdout.strip().splitlines()[-1]) for done in runs)
+    assert [len(texts) for texts in first] == [4, 4]
+    assert len(set(first[0])) > 1  # sampled, not greedy
+    assert first == second

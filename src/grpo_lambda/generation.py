@@ -160,12 +160,16 @@ def _generate_vllm(model_path, prompts, *, n, greedy, temperature, top_p, max_ne
                    dtype):
     from grpo_lambda.models import load_tokenizer
 
+    import torch
+
     llm = vllm_engine(model_path, max_model_len=max_model_len, seed=seed, dtype=dtype)
     from vllm import SamplingParams
 
     inputs = vllm_prompts(load_tokenizer(model_path), prompts)
+    # A per-request seed makes sampling independent of batching on a GPU; vLLM's CPU build cannot use
+    # one ("CPU Generator does not use offset"), so there the engine's seed alone fixes the draws.
     params = SamplingParams(n=n, temperature=0.0 if greedy else temperature, top_p=1.0 if greedy else top_p,
-                            max_tokens=max_new_tokens, seed=seed)
+                            max_tokens=max_new_tokens, seed=seed if torch.cuda.is_available() else None)
     outputs = llm.generate(inputs, params)
     return Completions([[c.text for c in out.outputs] for out in outputs],
                        [[len(c.token_ids) for c in out.outputs] for out in outputs])
