@@ -67,6 +67,13 @@ def test_the_self_distilled_sft_set_holds_correct_samples_and_its_counts(run):
     assert 0 < counts["kept"] == len(rows) <= counts["correct"] <= counts["samples"]
     assert counts["problems_kept"] == len({row["problem"] for row in rows})
     assert all(grade(row["solution"], row["answer"]) for row in rows)
+    # No kept solution is longer than RL's completions may be (its tokens and the end-of-sequence token).
+    from grpo_lambda.models import load_tokenizer
+
+    limit = config["rl"]["max_completion_length"]
+    assert counts["max_tokens"] == limit and counts["too_long"] >= 0
+    tokenizer = load_tokenizer(str(run / "results" / "tiny" / "arith" / "sft" / "model"))
+    assert max(len(tokenizer(row["solution"], add_special_tokens=False)["input_ids"]) + 1 for row in rows) <= limit
     assert (run / "results" / "tiny-distill" / "arith" / "grpo" / "seed0" / "eval" / "final" / "arith-1.json").exists()
 
 

@@ -26,8 +26,30 @@ def test_select_keeps_distinct_correct_samples_up_to_the_cap():
     correct = [[True, True, True, True], [False, True, False, False], [False] * 4]
     kept, counts = sft_data.select(ROWS, texts, correct, keep_per_problem=2)
     assert [(row["id"], row["solution"]) for row in kept] == [("p0-s0", "a"), ("p0-s2", "b"), ("p1-s1", "y")]
-    assert counts == {"problems": 3, "samples": 12, "correct": 5, "kept": 3, "problems_kept": 2}
+    assert counts == {"problems": 3, "samples": 12, "correct": 5, "too_long": 0, "max_tokens": None, "kept": 3,
+                      "problems_kept": 2}
     assert all(row["answer"] == {"p0": "3", "p1": "4"}[row["id"][:2]] for row in kept)
+
+
+def test_select_leaves_out_correct_samples_longer_than_the_rl_completion_length():
+    texts = [["a", "bb", "c", "d"], ["x", "y", "z", "w"], ["q", "r", "s", "t"]]
+    correct = [[True, True, True, False], [False, True, False, False], [False] * 4]
+    lengths = [[40, 41, 12, 5], [50, 60, 1, 1], [1, 1, 1, 1]]
+    kept, counts = sft_data.select(ROWS, texts, correct, keep_per_problem=2, lengths=lengths, max_tokens=40)
+    assert [(row["id"], row["solution"]) for row in kept] == [("p0-s0", "a"), ("p0-s2", "c")]
+    assert (counts["too_long"], counts["max_tokens"], counts["kept"], counts["problems_kept"]) == (2, 40, 2, 1)
+
+
+def test_prepare_sft_takes_the_models_rl_completion_length():
+    from trl import GRPOConfig
+
+    config = study.load(str(ROOT / "config/paper.yaml"))
+    assert study.stage_settings(config, "prepare_sft", model="r1-qwen-7b", dataset="gsm8k")["max_solution_tokens"] == 768
+    assert study.stage_settings(config, "prepare_sft", model="qwen-math-1.5b", dataset="gsm8k")[
+        "max_solution_tokens"] == 256
+    del config["rl"]["max_completion_length"]
+    assert study.stage_settings(config, "prepare_sft", model="qwen-math-1.5b", dataset="gsm8k")[
+        "max_solution_tokens"] == GRPOConfig.__dataclass_fields__["max_completion_length"].default
 
 
 def _fake_generate(completions):

@@ -153,6 +153,9 @@ def sft_uses_self_distillation(config: dict, model: str) -> bool:
     return settings["data"] == "self_distill" and settings.get("epochs", 1) != 0
 
 
+TRL_MAX_COMPLETION_LENGTH = 512  # GRPOConfig's default, where rl: names none (a test checks it against TRL)
+
+
 def rl_settings(config: dict, model: str) -> dict:
     merged = {**config.get("rl", {}), **config["models"][model].get("rl", {})}
     merged["trl"] = {**config.get("rl", {}).get("trl", {}), **config["models"][model].get("rl", {}).get("trl", {})}
@@ -180,7 +183,9 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
         return {"model": model_part, "dataset": dataset, "sft": options}
     if stage == "prepare_sft":
         return {"model": model_part, "dataset": dataset,
-                "sft": {"self_distill": sft_settings(config, model)["self_distill"]}}
+                "sft": {"self_distill": sft_settings(config, model)["self_distill"]},
+                "max_solution_tokens": rl_settings(config, model).get("max_completion_length",
+                                                                      TRL_MAX_COMPLETION_LENGTH)}
     if stage == "train":
         return {"model": model_part, "dataset": dataset, "variant_name": variant,
                 "variant": config["variants"][variant], "rl": rl_settings(config, model),

@@ -5,7 +5,9 @@ data, and the training sets carry final answers only. So the base model samples 
 solutions per training problem under the model's prompt template (the format RL and evaluation
 use), the grader (``grpo_lambda.rewards``) keeps the ones whose last ``\\boxed{}`` is correct, at most
 ``keep_per_problem`` per problem, and those become the SFT set: rows ``id``, ``problem``, ``answer``,
-``solution`` (the sampled completion), ``sample``. Counts go to a JSON file beside the set. An empty
+``solution`` (the sampled completion), ``sample``. A solution longer than the RL completion length
+(``max_solution_tokens``, in generated tokens, end-of-sequence included) is left out and counted.
+Counts go to a JSON file beside the set. An empty
 set stops the stage with the counts in the message: SFT on nothing would silently be no SFT.
 """
 
@@ -23,21 +25,25 @@ from grpo_lambda.rewards import grade_many_details
 log = logging.getLogger(__name__)
 
 
-def select(rows: list[dict], texts: list[list[str]], correct: list[list[bool]], *,
-           keep_per_problem: int) -> tuple[list[dict], dict]:
-    """The kept SFT rows (correct samples, distinct per problem, at most ``keep_per_problem``) and counts."""
-    kept, solved = [], 0
-    for row, samples, verdicts in zip(rows, texts, correct, strict=True):
+def select(rows: list[dict], texts: list[list[str]], correct: list[list[bool]], *, keep_per_problem: int,
+           lengths: list[list[int]] | None = None, max_tokens: int | None = None) -> tuple[list[dict], dict]:
+    """The kept SFT rows (correct samples, distinct per problem, at most ``keep_per_problem``, none longer
+    than ``max_tokens`` generated tokens) and counts; ``too_long`` counts the correct samples the limit dropped."""
+    kept, solved, too_long = [], 0, 0
+    lengths = lengths or [[0] * len(samples) for samples in texts]
+    for row, samples, verdicts, sizes in zip(rows, texts, correct, lengths, strict=True):
         seen: set[str] = set()
-        for index, (text, ok) in enumerate(zip(samples, verdicts, strict=True)):
-            if ok and text not in seen and len(seen) < keep_per_problem:
+        for index, (text, ok, size) in enumerate(zip(samples, verdicts, sizes, strict=True)):
+            if ok and max_tokens is not None and size > max_tokens:
+                too_long += 1
+            elif ok and text not in seen and len(seen) < keep_per_problem:
                 seen.add(text)
                 kept.append({"id": f"{row['id']}-s{index}", "problem": row["problem"], "answer": row["answer"],
                              "solution": text, "sample": index})
         solved += bool(seen)
     counts = {"problems": len(rows), "samples": sum(len(samples) for samples in texts),
-              "correct": sum(sum(verdicts) for verdicts in correct), "kept": len(kept),
-              "problems_kept": solved}
+              "correct": sum(sum(verdicts) for verdicts in correct), "too_long": too_long,
+              "max_tokens": max_tokens, "kept": len(kept), "problems_kept": solved}
     return kept, counts
 
 
@@ -62,7 +68,10 @@ def run(settings: dict, *, base: str, data_path: str, out: str, counts_path: str
     for texts in completions.texts:
         verdicts.append([detail["correct"] for detail in details[start:start + len(texts)]])
         start += len(texts)
-    kept, counts = select(rows, completions.texts, verdicts, keep_per_problem=options["keep_per_problem"])
+    # RL truncates a completion at its max_completion_length, where a longer solution earns reward 0:
+    # SFT must not teach lengths RL cannot use.
+    kept, counts = select(rows, completions.texts, verdicts, keep_per_problem=options["keep_per_problem"],
+                          lengths=completions.lengths, max_tokens=settings.get("max_solution_tokens"))
     counts = {"model": settings["model"]["name"], "dataset": settings["dataset"], "base": base, **counts,
               "sampling": {key: options[key] for key in sorted(options)}}
     counts_path = counts_path or str(Path(out).with_suffix(".json"))
