@@ -58,6 +58,29 @@ def test_lambda_zero_is_trls_token_level_grpo(model_dir, tmp_path, scope):
     assert_same(loss_grads_metrics(ours, inputs, 1), loss_grads_metrics(theirs, inputs, 1))
 
 
+def test_the_comparisons_gspo_as_trace_line_is_its_gspo_line(model_dir, tmp_path):
+    """config/compare.yaml's check lines, built as the pipeline builds them: gspo-as-trace computes gspo's loss and
+    gradients, and grpo-lambda-0 computes grpo's, on the same off-policy batch with a reference model.
+
+    With TRL 1.16's KL bias correction (use_bias_correction_kl, on by default) they part where β > 0: TRL
+    multiplies GSPO's KL by the sequence ratio, this project's objectives by the token ratio (0.2% of the loss
+    on this batch). The comparison runs at β = 0, where the correction does not arise."""
+    import yaml
+
+    from conftest import ROOT
+    from grpo_lambda.trainer import variant_config_kwargs
+
+    lines = yaml.safe_load((ROOT / "config" / "compare.yaml").read_text())["variants"]
+    for check, reference in (("gspo-as-trace", "gspo"), ("grpo-lambda-0", "grpo")):
+        trainers = [make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path / name, beta=0.04,
+                                 use_bias_correction_kl=False,
+                                 **variant_config_kwargs(lines[name])) for name in (check, reference)]
+        inputs = make_inputs(trainers[1], off_policy=True, with_ref=True)
+        mine, theirs = (loss_grads_metrics(trainer, inputs, 1) for trainer in trainers)
+        compare = assert_same_but_token_level_clip_means if reference == "gspo" else assert_same
+        compare(mine, theirs)
+
+
 def test_the_past_scope_is_not_gspo(model_dir, tmp_path):
     """λ = 1 over the past only is the running mean exp(mean_{k≤t} log ρ_k): GSPO's ratio at the last token only."""
     theirs = make_trainer(model_dir, GRPOTrainer, GRPOConfig, tmp_path / "trl", importance_sampling_level="sequence",
