@@ -26,7 +26,10 @@ def hub_sources(config: dict) -> dict:
     """The hub models and registry datasets of a (validated) study that have no local copy."""
     from grpo_lambda.data.registry import get_spec
 
-    models = sorted({spec["source"] for spec in config["models"].values() if is_hub_model(spec["source"])})
+    # A source under the study's results folder is another job's output (self-distillation), not the hub's.
+    made_here = f"{config['results'].rstrip('/')}/"
+    models = sorted({spec["source"] for spec in config["models"].values()
+                     if is_hub_model(spec["source"]) and not spec["source"].startswith(made_here)})
     datasets = []
     for group in ("datasets", "benchmarks"):
         for key, spec in config[group].items():
