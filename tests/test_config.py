@@ -49,7 +49,38 @@ BAD_CONFIGS = {
     "unknown prompt template": (lambda c: c["models"]["tiny"].update(prompt="chatml"), r"models\.tiny\.prompt"),
     "unknown benchmark source": (lambda c: c["benchmarks"]["arith-1"].update(source="web"),
                                  r"benchmarks\.arith-1\.source"),
+    # Accepted by the schema alone, refused by what no run can mean:
+    "empty results folder": (lambda c: c.update(results=""), r"'results'"),
+    "results at the filesystem root": (lambda c: c.update(results="/"), r"results '/' is the filesystem root"),
+    "results at the root by another name": (lambda c: c.update(results="/tmp/.."), r"filesystem root"),
+    "a model with no variants": (lambda c: c["models"]["tiny"].update(variants=[]), r"models\.tiny\.variants"),
+    "a model with no datasets": (lambda c: c["models"]["tiny"].update(datasets=[]), r"models\.tiny\.datasets"),
+    "lambda NaN": (lambda c: c["variants"].update(x={"objective": "grpo_lambda", "lam": float("nan")}),
+                   r"variants\.x\.lam is not a finite number"),
+    "learning rate infinite": (lambda c: c["rl"].update(learning_rate=float("inf")),
+                               r"rl\.learning_rate is not a finite number"),
+    "a seed with a point": (lambda c: c.update(seeds=[0, 1.0]), r"seeds\[1\] must be a whole number"),
+    "a seed that is a boolean": (lambda c: c.update(seeds=[True]), r"seeds\.0"),
+    "an absurd completion length": (lambda c: c["rl"].update(max_completion_length=10**9),
+                                    r"rl\.max_completion_length"),
+    "an absurd evaluation length": (lambda c: c["evaluation"].update(max_new_tokens=10**9),
+                                    r"evaluation\.max_new_tokens"),
+    "an unknown report option": (lambda c: c.update(report={"bootstraps": 10}), r"report: unknown option.*bootstraps"),
 }
+
+
+def test_a_key_given_twice_is_refused_naming_it_and_its_lines(tmp_path):
+    text = (ROOT / "config" / "config.yaml").read_text().replace(
+        "  grpo: {objective: grpo}\n", "  grpo: {objective: grpo}\n  grpo: {objective: grpo_lambda, lam: 0.5}\n")
+    path = tmp_path / "twice.yaml"
+    path.write_text(text)
+    assert yaml.safe_load(text)["variants"]["grpo"]["objective"] == "grpo_lambda"  # what PyYAML alone keeps
+    with pytest.raises(study.ConfigError, match=r"key 'grpo' is given twice \(lines \d+ and \d+\)"):
+        study.load(path)
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(path), "--directory",
+                             str(tmp_path), "--snakefile", str(ROOT / "Snakefile")],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert result.returncode != 0 and "key 'grpo' is given twice" in result.stdout + result.stderr
 
 
 @pytest.mark.parametrize("case", sorted(BAD_CONFIGS))

@@ -14,6 +14,7 @@ import ast
 import copy
 import functools
 import importlib.util
+import math
 from importlib import resources
 from pathlib import Path
 
@@ -30,11 +31,30 @@ def load_schema() -> dict:
     return yaml.safe_load(text)
 
 
+class _StrictLoader(yaml.SafeLoader):
+    """YAML that refuses a key given twice in one mapping (PyYAML would keep the last one silently:
+    a second `grpo:` under variants would train another objective under GRPO's name)."""
+
+    def construct_mapping(self, node, deep=False):
+        seen = {}
+        for key_node, _ in node.value:
+            key = self.construct_object(key_node, deep=deep)
+            if key in seen:
+                raise ConfigError(f"{self.name}: key {key!r} is given twice (lines {seen[key] + 1} and "
+                                  f"{key_node.start_mark.line + 1}); YAML would keep only the last")
+            seen[key] = key_node.start_mark.line
+        return super().construct_mapping(node, deep=deep)
+
+
+def read_yaml(path: str | Path):
+    """A config file's content, refusing duplicate keys."""
+    with open(path, encoding="utf-8") as handle:
+        return yaml.load(handle, Loader=_StrictLoader)
+
+
 def load(path: str | Path) -> dict:
     """Read and validate a config file."""
-    with open(path, encoding="utf-8") as handle:
-        config = yaml.safe_load(handle)
-    return validate(config, source=str(path))
+    return validate(read_yaml(path), source=str(path))
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -66,6 +86,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
     if errors:
         error = jsonschema.exceptions.best_match(errors)
         raise ConfigError(f"{source}: invalid value at '{_key_path(error)}': {error.message}")
+    _check_values(config, source)
     _check_references(config, source)
     _check_data_names(config, source)
     _check_local_paths(config, source)
@@ -73,6 +94,36 @@ def validate(config: dict, *, source: str = "config") -> dict:
     for model in config["models"]:
         _check_rl(config, model, source)
     return config
+
+
+def _non_finite_numbers(value, path: str):
+    """The dotted paths of every NaN or infinite number in a nested config value."""
+    if isinstance(value, float) and not math.isfinite(value):
+        yield path
+    elif isinstance(value, dict):
+        for key, item in value.items():
+            yield from _non_finite_numbers(item, f"{path}.{key}" if path else str(key))
+    elif isinstance(value, list):
+        for index, item in enumerate(value):
+            yield from _non_finite_numbers(item, f"{path}[{index}]")
+
+
+def _check_values(config: dict, source: str) -> None:
+    """What the schema lets through but no run can mean."""
+    bad = list(_non_finite_numbers(config, ""))
+    if bad:
+        raise ConfigError(f"{source}: {bad[0]} is not a finite number")
+    for index, seed in enumerate(config["seeds"]):
+        if not isinstance(seed, int) or isinstance(seed, bool):  # JSON Schema counts 1.0 as an integer
+            raise ConfigError(f"{source}: seeds[{index}] must be a whole number written without a point, got {seed!r}")
+    results = Path(config["results"])
+    if results.resolve() == Path(results.resolve().anchor):
+        raise ConfigError(f"{source}: results {config['results']!r} is the filesystem root; name a folder")
+    from grpo_lambda.tables.options import REPORT_DEFAULTS
+
+    unknown = sorted(set(config.get("report") or {}) - set(REPORT_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"{source}: report: unknown option(s) {unknown}; known: {sorted(REPORT_DEFAULTS)}")
 
 
 def _check_references(config: dict, source: str) -> None:

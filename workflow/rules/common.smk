@@ -8,6 +8,9 @@ from snakemake.exceptions import WorkflowError
 from grpo_lambda import aggregate, figures, prefetch
 from grpo_lambda import config as study
 
+# Snakemake's YAML reader keeps the last of two equal keys: the config files are read again, strictly.
+for config_file in workflow.overwrite_configfiles or workflow.configfiles:
+    study.read_yaml(config_file)
 # Validated (and completed with the schema's defaults) before any job is planned: a bad key or value
 # stops here with a message that names it.
 config.update(study.validate(config, source="config"))
