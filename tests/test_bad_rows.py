@@ -38,6 +38,24 @@ def test_every_kind_of_bad_line_is_skipped_counted_and_named(tmp_path, caplog):
     assert "kept 2 rows, dropped 7 of 9 rows" in caplog.text
 
 
+def test_rows_json_accepts_but_python_cannot_hold_are_skipped_not_fatal(tmp_path, caplog):
+    """A 5,000-digit integer (past Python's int-from-text limit), 100,000 nested arrays (past the
+    recursion limit) and a lone surrogate (no UTF-8 file can hold it) each end only their own line."""
+    path = write_lines(tmp_path / "bench.jsonl", [
+        b'{"id": "a", "problem": "1+1", "answer": "2"}',
+        b'{"id": "b", "problem": "x", "answer": ' + b"7" * 5000 + b'}',
+        b'{"id": "c", "problem": "x", "answer": ' + b"[" * 100_000 + b"]" * 100_000 + b'}',
+        b'{"id": "d", "problem": "caf\\ud800", "answer": "1"}',
+        b'{"id": "e", "problem": "2+2", "answer": "4"}',
+    ])
+    rows = files.read_jsonl(path, fields=files.PROBLEM_FIELDS)
+    assert [row["id"] for row in rows] == ["a", "e"]
+    assert "bench.jsonl:2: not JSON: Exceeds the limit" in caplog.text
+    assert "bench.jsonl:3: not JSON: nested too deeply" in caplog.text
+    assert "bench.jsonl:4: not UTF-8: a lone surrogate" in caplog.text
+    files.write_jsonl(tmp_path / "out.jsonl", rows)  # what survives can be written
+
+
 def test_repeated_ids_are_dropped_when_they_agree_and_an_error_naming_both_lines_when_not(tmp_path):
     agree = write_lines(tmp_path / "agree.jsonl", [
         b'{"id": 1, "problem": "p", "answer": "2"}', b'{"id": 2, "problem": "q", "answer": "3"}',

@@ -140,6 +140,17 @@ def iter_jsonl(path: str | os.PathLike, summary: ReadSummary, *, fields: dict[st
             except json.JSONDecodeError as error:
                 summary.skip(where, "not JSON", f"{error.msg} at column {error.colno}")
                 continue
+            except ValueError as error:  # an integer past Python's digit limit
+                summary.skip(where, "not JSON", str(error).split(";")[0])
+                continue
+            except RecursionError:
+                summary.skip(where, "not JSON", "nested too deeply")
+                continue
+            try:  # a lone surrogate ("\\ud800") parses, but no UTF-8 file can hold it
+                json.dumps(row, ensure_ascii=False).encode("utf-8")
+            except UnicodeEncodeError as error:
+                summary.skip(where, "not UTF-8", f"a lone surrogate {error.object[error.start]!r}")
+                continue
             if not isinstance(row, dict):
                 if objects_only:
                     summary.skip(where, "not an object", f"a JSON {type(row).__name__}")
