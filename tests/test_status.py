@@ -112,3 +112,28 @@ def test_cli_status_json_and_text(study, tmp_path):
     assert _by_name(report)["tiny/arith/grpo/seed1"]["state"] == "running"
     text = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
     assert "tiny/arith/grpo/seed1" in text and "1 running" in text
+
+
+def test_a_file_where_a_cell_folder_should_be_is_a_failed_cell_not_a_crash(study):
+    os.makedirs(os.path.join(study["results"], "tiny", "arith", "grpo"))
+    with open(_cell_folder(study, "grpo", 0), "w") as handle:
+        handle.write("not a folder")
+    with open(os.path.join(study["results"], "tiny", "arith", "recent-trace-0.99"), "w") as handle:
+        handle.write("a file where the variant's folder goes")
+    cells = _by_name(grid_status(study))
+    assert cells["tiny/arith/grpo/seed0"]["state"] == "failed"
+    assert "seed0 is a file where a folder should be" in cells["tiny/arith/grpo/seed0"]["reason"]
+    assert cells["tiny/arith/recent-trace-0.99/seed2"]["state"] == "failed"
+    assert cells["tiny/arith/grpo/seed1"]["state"] == "missing"
+
+
+def test_status_into_a_closed_pipe_exits_quietly(study, tmp_path):
+    import yaml
+
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(study))
+    # `head -c 1` closes the pipe after one byte, while status still has most of its lines to print.
+    done = subprocess.run(f"{sys.executable} -m grpo_lambda.cli status --configfile {config_file} --json | head -c 1",
+                          shell=True, capture_output=True, text=True, timeout=120)
+    assert done.stdout == "{"
+    assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr

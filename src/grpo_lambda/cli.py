@@ -365,6 +365,10 @@ def main(argv: list[str] | None = None) -> None:
         # Exit status 2, as argparse gives for its own usage errors.
         print(f"grpo-lambda {args.stage}: error: {error}".replace("\n", " "), file=sys.stderr)
         raise SystemExit(2) from None
+    except BrokenPipeError:
+        # The reader went away (`grpo-lambda status | head`): nothing left to say, and no traceback.
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        raise SystemExit(0) from None
 
 
 if __name__ == "__main__":

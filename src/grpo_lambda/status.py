@@ -40,7 +40,7 @@ def read_train_log(path: Path) -> list[dict]:
     try:
         with open(path, newline="") as handle:
             rows = list(csv.DictReader(handle))
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return []
     return [{key: _number(value) for key, value in row.items()} for row in rows]
 
@@ -56,7 +56,7 @@ def failure_line(log_path: Path) -> str | None:
     """The last line of a job log that says why the job failed, or None if the log shows no failure."""
     try:
         lines = [line.strip() for line in log_path.read_text(errors="replace").splitlines()]
-    except FileNotFoundError:
+    except (FileNotFoundError, NotADirectoryError, IsADirectoryError):
         return None
     for line in reversed(lines):
         if _FAILURE.search(line):
@@ -75,6 +75,10 @@ def cell_status(results: Path, cell: dict, max_steps: int, *, now: float, stale_
     rows = read_train_log(train_log)
     status = {"cell": name, "folder": str(folder), "max_steps": max_steps, "step": None, "reward": None,
               "steps_per_minute": None, "eta_minutes": None, "reason": None, "log": None}
+    blocking = next((path for path in (folder, *folder.parents) if path.is_file()), None)
+    if blocking is not None:  # no job can write this cell until the file is moved
+        status["state"], status["reason"] = "failed", f"{blocking} is a file where a folder should be"
+        return status
     if rows:
         last = rows[-1]
         status["step"] = int(last["step"]) if last.get("step") is not None else None
