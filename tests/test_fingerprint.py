@@ -73,3 +73,43 @@ def test_state_without_a_fingerprint_is_not_resumed(tmp_path):
 
 def test_a_hub_id_base_is_hashed_by_name(tmp_path):
     assert fingerprint.path_digest("Qwen/Qwen2.5-Math-1.5B") == "name:Qwen/Qwen2.5-Math-1.5B"
+
+
+def test_the_hash_follows_the_training_code_and_library_versions_but_not_the_reporting_code(tmp_path, monkeypatch):
+    """A fixed objectives.py or another TRL retrains the cell (a forced rerun would otherwise publish the
+    old model); an edited table or figure module does not."""
+    import shutil
+
+    base, data = make_inputs(tmp_path)
+    package = tmp_path / "grpo_lambda"
+    shutil.copytree(fingerprint.PACKAGE, package, ignore=shutil.ignore_patterns("__pycache__"))
+    monkeypatch.setattr(fingerprint, "PACKAGE", package)
+    monkeypatch.setattr(fingerprint.code_digest, "__defaults__", (package,))
+
+    def digest():
+        return fingerprint.compute(SETTINGS, seed=0, base=str(base), data_path=str(data))["hash"]
+
+    first = digest()
+    with open(package / "figures.py", "a") as handle:
+        handle.write("\n# a reporting change\n")
+    assert digest() == first
+    for source in ("objectives.py", "trainer.py", "grading/grade.py", "data/prompts.py"):
+        with open(package / source, "a") as handle:
+            handle.write("\n# a change that may change training\n")
+        assert digest() != first, source
+        first = digest()
+    versions = fingerprint.library_versions()
+    assert versions["torch"] and versions["trl"]
+    monkeypatch.setattr(fingerprint, "library_versions", lambda: {**versions, "trl": "0.0.1"})
+    assert digest() != first
+
+
+def test_a_code_change_moves_the_state_aside_saying_so(tmp_path, monkeypatch, caplog):
+    base, data = make_inputs(tmp_path)
+    cell = tmp_path / "cell"
+    (cell / "resume").mkdir(parents=True)
+    fingerprint.claim(cell, fingerprint.compute(SETTINGS, seed=0, base=str(base), data_path=str(data)))
+    monkeypatch.setattr(fingerprint, "code_digest", lambda: "edited")
+    fingerprint.claim(cell, fingerprint.compute(SETTINGS, seed=0, base=str(base), data_path=str(data)))
+    assert "the code changed" in caplog.text
+    assert [path.name for path in cell.iterdir() if path.name.startswith("superseded-")]

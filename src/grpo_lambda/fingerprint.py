@@ -1,7 +1,10 @@
 """What a resumable stage was started with, so that a rerun with other settings never resumes it.
 
 A cell's ``resume/fingerprint.json`` records a hash of its settings (the stage's settings JSON and
-the seed), of the base model folder and of the training data. A run whose fingerprint differs moves
+the seed), of the base model folder, of the training data, of the code that shapes training
+(``TRAINING_CODE``: the objectives, the trainer, the prompts, the reward's grader, saving) and of the
+versions of the libraries that compute it (``TRAINING_LIBRARIES``). Code that only reads results
+(tables, figures, status) is left out, so changing it never retrains a cell. A run whose fingerprint differs moves
 the old state aside, kept, as ``superseded-<old hash>/`` (its ``resume/``, ``checkpoints/``,
 ``train_log.csv`` and ``model/``), and starts fresh; with the same fingerprint it resumes.
 
@@ -29,6 +32,12 @@ CHUNK = 1 << 20  # files up to this size are hashed in full; larger ones by thre
 CELL_STATE = ("resume", "checkpoints", "train_log.csv", "model")
 # Settings that name or label a cell and change nothing it computes.
 DISPLAY_KEYS = {"variant": ("label",)}
+# The package's sources that shape what training computes (paths under grpo_lambda/; a folder: all its .py).
+TRAINING_CODE = ("traces.py", "objectives.py", "trainer.py", "train.py", "sft.py", "models.py", "saving.py",
+                 "data/prompts.py", "grading")
+TRAINING_LIBRARIES = ("torch", "transformers", "trl", "accelerate", "peft", "deepspeed")
+PARTS = ("settings", "base", "data", "code", "libraries")
+PACKAGE = Path(__file__).resolve().parent
 
 
 def _file_digest(path: Path) -> str:
@@ -65,10 +74,33 @@ def settings_digest(settings: dict) -> str:
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 
+def code_digest(package: Path = PACKAGE) -> str:
+    """A digest of the TRAINING_CODE sources, by their text."""
+    digest = hashlib.sha256()
+    for entry in TRAINING_CODE:
+        for path in sorted((package / entry).rglob("*.py")) if (package / entry).is_dir() else [package / entry]:
+            digest.update(f"{path.relative_to(package).as_posix()}\0".encode() + path.read_bytes() + b"\n")
+    return digest.hexdigest()
+
+
+def library_versions() -> dict:
+    """The installed version of each of TRAINING_LIBRARIES (None where one is not installed)."""
+    from importlib import metadata
+
+    versions = {}
+    for name in TRAINING_LIBRARIES:
+        try:
+            versions[name] = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            versions[name] = None
+    return versions
+
+
 def compute(settings: dict, *, seed: int, base: str, data_path: str) -> dict:
     """The fingerprint of one run: its parts and their combined ``hash`` (16 hex digits)."""
     parts = {"settings": settings_digest({**settings, "seed": seed}), "base": path_digest(base),
-             "data": path_digest(data_path)}
+             "data": path_digest(data_path), "code": code_digest(),
+             "libraries": hashlib.sha256(json.dumps(library_versions(), sort_keys=True).encode()).hexdigest()}
     combined = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
     return {"hash": combined, **parts}
 
@@ -106,7 +138,7 @@ def claim(cell_dir: str | os.PathLike, fingerprint: dict, *, state_dir: str = "r
         return
     if present:
         label = old.get("hash", "unrecorded") if old else "unrecorded"
-        changed = [part for part in ("settings", "base", "data") if not old or old.get(part) != fingerprint[part]]
+        changed = [part for part in PARTS if not old or old.get(part) != fingerprint.get(part)]
         aside = cell / f"superseded-{label}"
         suffix = 1
         while aside.exists():
