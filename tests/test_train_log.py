@@ -115,3 +115,27 @@ def test_a_running_cell_has_rows_and_tensorboard_events(tmp_path, tiny_model_dir
     assert [int(row["step"]) for row in _rows(cell / "train_log.csv")] == list(range(1, steps + 1))
     assert list((cell / "tensorboard").glob("events.out.tfevents.*"))
     assert "step 3/6 (50%)" in stderr  # a job log gets progress lines, not a bar
+
+
+def test_resume_passes_over_a_damaged_newest_checkpoint_naming_it(tmp_path, caplog):
+    """checkpoint-4 lost its weights and checkpoint-6 its trainer state: resume from checkpoint-2."""
+    import json as json_module
+
+    from grpo_lambda.train import newest_loadable_checkpoint
+
+    resume = tmp_path / "resume"
+    for step in (2, 4, 6):
+        folder = resume / f"checkpoint-{step}"
+        folder.mkdir(parents=True)
+        (folder / "trainer_state.json").write_text(json_module.dumps({"global_step": step, "log_history": []}))
+        (folder / "model.safetensors").write_bytes(b"weights")
+    (resume / "checkpoint-4" / "model.safetensors").unlink()
+    (resume / "checkpoint-6" / "trainer_state.json").write_text("{not json")
+    (resume / "checkpoint-10-tmp").mkdir()  # not a checkpoint name
+    assert newest_loadable_checkpoint(resume) == str(resume / "checkpoint-2")
+    assert "checkpoint-6 is damaged (no readable trainer_state.json" in caplog.text
+    assert "checkpoint-4 is damaged (no model weights)" in caplog.text
+    (resume / "checkpoint-2" / "model.safetensors").unlink()
+    (resume / "checkpoint-2" / "global_step2").mkdir()  # a DeepSpeed ZeRO checkpoint keeps its shards here
+    assert newest_loadable_checkpoint(resume) == str(resume / "checkpoint-2")
+    assert newest_loadable_checkpoint(tmp_path / "absent") is None

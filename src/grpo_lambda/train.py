@@ -20,7 +20,6 @@ import math
 from pathlib import Path
 
 from transformers import TrainerCallback, TrainerState
-from transformers.trainer_utils import get_last_checkpoint
 
 from grpo_lambda import files, fingerprint
 from grpo_lambda.data.prompts import prompt_text
@@ -135,6 +134,33 @@ def write_train_log(path: str, rows: list[dict]) -> None:
 
 def trainer_state_step(checkpoint: str) -> int:
     return TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json")).global_step
+
+
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "adapter_model.safetensors")
+
+
+def newest_loadable_checkpoint(resume_dir: Path) -> str | None:
+    """The newest ``checkpoint-N`` that holds weights and a readable trainer state; damaged newer ones
+    (a kill mid-save, a deleted file) are named in the log and passed over, so a cell resumes from the
+    good one before instead of failing on "Can't find a valid checkpoint"."""
+    if not resume_dir.is_dir():
+        return None
+    candidates = sorted((path for path in resume_dir.glob("checkpoint-*") if path.name.split("-")[-1].isdigit()),
+                        key=lambda path: int(path.name.split("-")[-1]), reverse=True)
+    for checkpoint in candidates:
+        problem = None
+        # DeepSpeed keeps a ZeRO checkpoint's shards in global_step*/ instead of a weights file.
+        if not any((checkpoint / name).is_file() for name in WEIGHT_FILES) and not any(checkpoint.glob("global_step*")):
+            problem = "no model weights"
+        else:
+            try:
+                trainer_state_step(str(checkpoint))
+            except (OSError, ValueError) as error:
+                problem = f"no readable trainer_state.json ({type(error).__name__})"
+        if problem is None:
+            return str(checkpoint)
+        log.warning("%s is damaged (%s): passed over for an earlier checkpoint", checkpoint, problem)
+    return None
 
 
 def rl_dataset(rows: list[dict], tokenizer, template: str):
@@ -252,7 +278,7 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
     log_world_size(trainer.accelerator, "train")
     use_cell_tensorboard_folder(trainer, cell / "tensorboard")
     progress.quiet_trainer_output(trainer, f"train {args.run_name}")
-    last = get_last_checkpoint(str(resume_dir)) if resume_dir.is_dir() else None
+    last = newest_loadable_checkpoint(resume_dir)
     if last and trainer_state_step(last) >= args.max_steps:
         # Resuming a finished run would train one more step (at learning rate 0): publish it as it is.
         log.info("already trained to step %d with these settings: publishing %s", args.max_steps, last)
