@@ -124,3 +124,18 @@ def test_prepare_refuses_a_repeated_id_with_another_answer_naming_both_lines(tmp
         json.dumps({"problem": "What is 1+1?", "answer": "3", "id": "a"}).encode()])
     with pytest.raises(ValueError, match=r"source\.jsonl:1 and .*source\.jsonl:2: id 'a' appears twice"):
         prepare.run(prepare_settings(source), str(tmp_path / "out.jsonl"))
+
+
+def test_a_runaway_benchmark_problem_is_dropped_and_counted_by_default(tmp_path):
+    """A 5 MB benchmark problem once ended a whole evaluation (27 TB asked of the allocator); the five real
+    benchmarks' problems all stay (the longest is 4,415 characters)."""
+    source = write_lines(tmp_path / "bench.jsonl", [
+        json.dumps({"id": "a", "problem": "What is 1+1?", "answer": "2"}).encode(),
+        json.dumps({"id": "huge", "problem": "x" * 5_000_000, "answer": "1"}).encode(),
+        json.dumps({"id": "long", "problem": "y" * 4415, "answer": "3"}).encode(),
+    ])
+    out = tmp_path / "out.jsonl"
+    prepare.run({"key": "math500", "role": "benchmark", "source": "registry", "path": str(source)}, str(out))
+    assert [row["id"] for row in files.read_jsonl(out)] == ["a", "long"]
+    summary = json.loads(prepare.summary_path(str(out)).read_text())
+    assert summary["skipped_by_reason"] == {"prompt too long": 1} and summary["max_prompt_chars"] == 32768

@@ -19,6 +19,10 @@ log = logging.getLogger(__name__)
 # otherwise (a guard against a runaway row; the exact token limit is the trainer's). Characters, not
 # tokens: no tokenizer is loaded at this stage, and ~4096 characters is ~1000 tokens of math text.
 DEFAULT_MAX_PROMPT_CHARS = 4096
+# Benchmarks: a problem is dropped (and counted, so the denominator change is visible) only past this
+# many characters, far above any real benchmark problem (the longest of the five: OlympiadBench's, 4,415
+# characters) but below what would exhaust an evaluation job's memory (a 5 MB problem did).
+DEFAULT_MAX_BENCHMARK_CHARS = 32768
 
 
 def rows_for(settings: dict, summary: files.ReadSummary | None = None) -> tuple[list[dict], int]:
@@ -43,7 +47,7 @@ def rows_for(settings: dict, summary: files.ReadSummary | None = None) -> tuple[
 def prompt_limit(settings: dict) -> int | None:
     if "max_prompt_chars" in settings:
         return settings["max_prompt_chars"]
-    return DEFAULT_MAX_PROMPT_CHARS if settings["role"] == "train" else None
+    return DEFAULT_MAX_PROMPT_CHARS if settings["role"] == "train" else DEFAULT_MAX_BENCHMARK_CHARS
 
 
 def summary_path(out_path: str) -> Path:
