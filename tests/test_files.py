@@ -35,3 +35,21 @@ def test_jsonl_rows_that_cannot_be_written_leave_the_previous_file(tmp_path):
         files.write_jsonl(path, [{"id": "2"}, {"id": "3", "answer": object()}])
     assert files.read_jsonl(path) == [{"id": "1", "answer": "π"}]
     assert [entry.name for entry in path.parent.iterdir()] == ["rows.jsonl"]
+
+
+def test_one_trainer_per_cell_a_second_is_refused_naming_the_first(tmp_path):
+    """Two runs from different working folders on one results tree (Snakemake's lock is per working
+    folder) must not train the same cell at once: the second fails before touching anything."""
+    import os
+
+    import pytest
+
+    from grpo_lambda import train
+
+    cell = tmp_path / "cell"
+    with files.exclusive(cell):
+        with pytest.raises(files.CellBusy, match=rf"{cell}: another trainer is writing this cell \(pid {os.getpid()} on "):
+            train.run({}, base="unused", data_path="unused", cell_dir=str(cell), seed=0)
+        assert sorted(path.name for path in cell.iterdir()) == [".lock"]  # nothing else was touched
+    with files.exclusive(cell):  # released at the end of the block
+        pass

@@ -56,6 +56,45 @@ def remove_path(path: Path) -> None:
         path.unlink()
 
 
+class CellBusy(RuntimeError):
+    """Another process holds a cell folder's lock."""
+
+
+@contextlib.contextmanager
+def exclusive(folder: str | os.PathLike, what: str = "trainer") -> Iterator[None]:
+    """Hold ``folder/.lock`` for the block, or raise CellBusy naming its holder at once.
+
+    Snakemake's own lock is per working folder: two runs from different folders on one results tree would
+    otherwise train the same cell at once. Under ``accelerate launch`` the main process (RANK 0) holds it
+    for all. An flock, released by the kernel when its holder dies, so a killed job leaves no stale lock
+    (on a network filesystem it holds as far as that filesystem honours flock).
+    """
+    import fcntl
+    import socket
+
+    if int(os.environ.get("RANK", "0")) != 0:
+        yield
+        return
+    folder = Path(folder)
+    folder.mkdir(parents=True, exist_ok=True)
+    with open(folder / ".lock", "a+") as handle:
+        try:
+            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            handle.seek(0)
+            holder = handle.read().strip() or "an unnamed process"
+            raise CellBusy(f"{folder}: another {what} is writing this cell ({holder}); "
+                           "wait for it or stop it, then run again") from None
+        handle.seek(0)
+        handle.truncate()
+        handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
+        handle.flush()
+        try:
+            yield
+        finally:
+            fcntl.flock(handle, fcntl.LOCK_UN)
+
+
 def write_text(path: str | os.PathLike, text: str) -> None:
     with atomic_path(path) as tmp:
         tmp.write_text(text, encoding="utf-8")

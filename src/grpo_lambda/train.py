@@ -242,7 +242,13 @@ def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
 
 
 def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) -> None:
-    """Train the cell to ``rl.max_steps``, resuming from the newest checkpoint if there is one."""
+    """Train the cell to ``rl.max_steps``, resuming from the newest checkpoint if there is one; one
+    trainer per cell at a time (``files.exclusive``)."""
+    with files.exclusive(cell_dir):
+        _run(settings, base=base, data_path=data_path, cell_dir=cell_dir, seed=seed)
+
+
+def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) -> None:
     from grpo_lambda import progress
     from grpo_lambda.rewards import REWARDS
     from grpo_lambda.trainer import GRPOLambdaTrainer
