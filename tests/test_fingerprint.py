@@ -113,3 +113,16 @@ def test_a_code_change_moves_the_state_aside_saying_so(tmp_path, monkeypatch, ca
     fingerprint.claim(cell, fingerprint.compute(SETTINGS, seed=0, base=str(base), data_path=str(data)))
     assert "the code changed" in caplog.text
     assert [path.name for path in cell.iterdir() if path.name.startswith("superseded-")]
+
+
+def test_checkpoint_cadence_and_trackers_keep_the_state_but_the_learning_rate_does_not(tmp_path):
+    base, data = make_inputs(tmp_path)
+    settings = {**SETTINGS, "rl": {"max_steps": 4, "learning_rate": 1e-5, "save_steps": 2, "report_to": "none"}}
+
+    def digest(rl):
+        return fingerprint.compute({**settings, "rl": {**settings["rl"], **rl}}, seed=0, base=str(base),
+                                   data_path=str(data))["hash"]
+
+    first = digest({})
+    assert digest({"save_steps": 3}) == first and digest({"report_to": "tensorboard"}) == first
+    assert digest({"learning_rate": 2e-5}) != first and digest({"max_steps": 5}) != first

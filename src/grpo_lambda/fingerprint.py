@@ -30,8 +30,11 @@ FILE_NAME = "fingerprint.json"
 CHUNK = 1 << 20  # files up to this size are hashed in full; larger ones by three samples of it
 # Folders and files of a cell that belong to one set of settings.
 CELL_STATE = ("resume", "checkpoints", "train_log.csv", "model")
-# Settings that name or label a cell and change nothing it computes.
-DISPLAY_KEYS = {"variant": ("label",)}
+# Settings that change nothing a cell computes: its labels, and under rl: how often the full state is
+# saved and where metrics are sent. A change to them resumes the cell instead of restarting it (hours of
+# GPU at paper scale). rl.logging_steps is not here: it decides which steps train_log.csv holds.
+# The evaluation checkpoints are not either: a step already trained past could never get its snapshot.
+DISPLAY_KEYS = {"variant": ("label",), "rl": ("save_steps", "report_to")}
 # The package's sources that shape what training computes (paths under grpo_lambda/; a folder: all its .py).
 TRAINING_CODE = ("traces.py", "objectives.py", "trainer.py", "train.py", "sft.py", "models.py", "saving.py",
                  "data/prompts.py", "grading")
