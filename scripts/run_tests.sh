@@ -5,4 +5,5 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/setup.sh cpu
 # -rs: list each skipped test with its reason (a fresh clone without ../shared/data skips the
 # real-data tests, and says so).
-python -m pytest -q -rs "$@"
+# --durations: the slowest tests, named, so a tier can be chosen by what they cost.
+python -m pytest -q -rs --durations=25 "$@"
