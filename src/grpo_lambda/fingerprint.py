@@ -4,9 +4,10 @@ A cell's ``resume/fingerprint.json`` records a hash of its settings (the stage's
 the seed), of the base model folder, of the training data, of the code that shapes training
 (``TRAINING_CODE``: the objectives, the trainer, the prompts, the reward's grader, saving) and of the
 versions of the libraries that compute it (``TRAINING_LIBRARIES``). Code that only reads results
-(tables, figures, status) is left out, so changing it never retrains a cell. A run whose fingerprint differs moves
-the old state aside, kept, as ``superseded-<old hash>/`` (its ``resume/``, ``checkpoints/``,
-``train_log.csv`` and ``model/``), and starts fresh; with the same fingerprint it resumes.
+(tables, figures, status) is left out, so changing it never retrains a cell. A run whose fingerprint
+differs moves the old state aside, kept, as ``superseded-<old hash>/`` (its ``resume/``,
+``checkpoints/``, ``train_log.csv`` and ``model/``), and starts fresh; with the same fingerprint it
+resumes.
 
 The base model is hashed cheaply but honestly: every file's name and size, small files (configs,
 tokenizer) in full, and for each large file (weights) its first, middle and last MiB, so a model

@@ -158,12 +158,12 @@ def vllm_engine(model_path: str, *, max_model_len: int, seed: int, dtype: str):
 
 def _generate_vllm(model_path, prompts, *, n, greedy, temperature, top_p, max_new_tokens, max_model_len, seed,
                    dtype):
-    from grpo_lambda.models import load_tokenizer
-
     import torch
 
+    from grpo_lambda.models import load_tokenizer
+
     llm = vllm_engine(model_path, max_model_len=max_model_len, seed=seed, dtype=dtype)
-    from vllm import SamplingParams
+    from vllm import SamplingParams  # importable once the engine is: vllm_engine names what is missing
 
     inputs = vllm_prompts(load_tokenizer(model_path), prompts)
     # A per-request seed makes sampling independent of batching on a GPU; vLLM's CPU build cannot use

@@ -7,8 +7,8 @@ use), the grader (``grpo_lambda.rewards``) keeps the ones whose last ``\\boxed{}
 ``keep_per_problem`` per problem, and those become the SFT set: rows ``id``, ``problem``, ``answer``,
 ``solution`` (the sampled completion), ``sample``. A solution longer than the RL completion length
 (``max_solution_tokens``, in generated tokens, end-of-sequence included) is left out and counted.
-Counts go to a JSON file beside the set. An empty
-set stops the stage with the counts in the message: SFT on nothing would silently be no SFT.
+Counts go to a JSON file beside the set. An empty set stops the stage with the counts in the
+message: SFT on nothing would silently be no SFT.
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ log = logging.getLogger(__name__)
 def select(rows: list[dict], texts: list[list[str]], correct: list[list[bool]], *, keep_per_problem: int,
            lengths: list[list[int]] | None = None, max_tokens: int | None = None) -> tuple[list[dict], dict]:
     """The kept SFT rows (correct samples, distinct per problem, at most ``keep_per_problem``, none longer
-    than ``max_tokens`` generated tokens) and counts; ``too_long`` counts the correct samples the limit dropped."""
+    than ``max_tokens`` generated tokens) and counts; ``too_long`` counts correct samples the limit dropped."""
     kept, solved, too_long = [], 0, 0
     lengths = lengths or [[0] * len(samples) for samples in texts]
     for row, samples, verdicts, sizes in zip(rows, texts, correct, lengths, strict=True):

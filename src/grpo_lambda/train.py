@@ -136,7 +136,8 @@ def trainer_state_step(checkpoint: str) -> int:
     return TrainerState.load_from_json(str(Path(checkpoint) / "trainer_state.json")).global_step
 
 
-WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin", "adapter_model.safetensors")
+WEIGHT_FILES = ("model.safetensors", "model.safetensors.index.json", "pytorch_model.bin",
+                "adapter_model.safetensors")
 
 
 def newest_loadable_checkpoint(resume_dir: Path) -> str | None:
@@ -150,7 +151,8 @@ def newest_loadable_checkpoint(resume_dir: Path) -> str | None:
     for checkpoint in candidates:
         problem = None
         # DeepSpeed keeps a ZeRO checkpoint's shards in global_step*/ instead of a weights file.
-        if not any((checkpoint / name).is_file() for name in WEIGHT_FILES) and not any(checkpoint.glob("global_step*")):
+        weights = any((checkpoint / name).is_file() for name in WEIGHT_FILES) or any(checkpoint.glob("global_step*"))
+        if not weights:
             problem = "no model weights"
         else:
             try:
