@@ -60,7 +60,8 @@ def main() -> None:
         differing = [(index, first_difference(a, b)) for index, (a, b) in enumerate(pairs) if a != b]
         report["vllm"][dtype] = {
             "equal": len(pairs) - len(differing), "of": len(pairs),
-            "seconds_per_1000": round(1000 * seconds / len(prompts), 2), "engine_start_seconds": round(engine_seconds, 1),
+            "seconds_per_1000": round(1000 * seconds / len(prompts), 2),
+            "engine_start_seconds": round(engine_seconds, 1),
             "examples": [{"problem": rows[i]["problem"], "hf": pairs[i][0], "vllm": pairs[i][1], "first_difference": at}
                          for i, at in differing[:5]],
         }

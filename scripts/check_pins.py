@@ -54,7 +54,8 @@ def index_options() -> list[str]:
     for key in ("index-url", "extra-index-url"):
         done = subprocess.run([sys.executable, "-m", "pip", "config", "get", f"global.{key}"], capture_output=True,
                               text=True)
-        options += [item for value in done.stdout.split() for item in (f"--{key}", value)] if done.returncode == 0 else []
+        if done.returncode == 0:
+            options += [item for value in done.stdout.split() for item in (f"--{key}", value)]
     return options
 
 
@@ -102,7 +103,8 @@ def main() -> None:
           f"vllm {gpu['vllm']}; trl {trl['version']} [vllm] asks for {extra.specifier}")
     wanted_torch = requirement_of(vllm, "torch")
     check("torch is vLLM's", Version(gpu["torch"]) in wanted_torch.specifier and torch["version"] == gpu["torch"],
-          f"torch {gpu['torch']} (resolved {torch['version']}); vllm {vllm['version']} asks for {wanted_torch.specifier}")
+          f"torch {gpu['torch']} (resolved {torch['version']}); "
+          f"vllm {vllm['version']} asks for {wanted_torch.specifier}")
     wanted_transformers = requirement_of(vllm, "transformers")
     check("transformers in vLLM's range", Version(gpu["transformers"]) in wanted_transformers.specifier,
           f"transformers {gpu['transformers']}; vllm asks for {wanted_transformers.specifier}")
@@ -112,7 +114,8 @@ def main() -> None:
     # torch names its CUDA as the cuda-toolkit it depends on (CUDA 13 builds) or as nvidia-*-cuNN wheels.
     depends = [Requirement(text) for text in torch.get("requires_dist", [])]
     toolkit = [str(r.specifier).removeprefix("==") for r in depends if r.name == "cuda-toolkit"]
-    majors = sorted({re.search(r"-cu(\d+)$", r.name).group(1) for r in depends if re.search(r"^nvidia-.*-cu\d+$", r.name)})
+    majors = sorted({re.search(r"-cu(\d+)$", r.name).group(1) for r in depends
+                     if re.search(r"^nvidia-.*-cu\d+$", r.name)})
     named = re.search(r"CUDA (\d+)\.(\d+)", GPU.read_text())
     said = f"{named.group(1)}.{named.group(2)}" if named else "(nothing)"
     check("CUDA as the file says", bool(named) and majors == [named.group(1)]

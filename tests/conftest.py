@@ -86,7 +86,8 @@ def rl_learning_problems(results: Path, config: dict) -> list[str]:
         for snapshot in [*sorted((folder / "checkpoints").glob("step-*")), folder / "model"]:
             if largest_weight_change(sft, snapshot) == 0:
                 problems.append(f"{name}: {snapshot.name} is byte-identical to the SFT model")
-        finals.setdefault((cell["model"], cell["dataset"], cell["seed"]), []).append((cell["variant"], folder / "model"))
+        same_start = (cell["model"], cell["dataset"], cell["seed"])
+        finals.setdefault(same_start, []).append((cell["variant"], folder / "model"))
     for variants in finals.values():
         for index, (variant, model) in enumerate(variants):
             for other, other_model in variants[index + 1:]:
