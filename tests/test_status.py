@@ -137,3 +137,13 @@ def test_status_into_a_closed_pipe_exits_quietly(study, tmp_path):
                           shell=True, capture_output=True, text=True, timeout=120)
     assert done.stdout == "{"
     assert "Traceback" not in done.stderr and "BrokenPipe" not in done.stderr, done.stderr
+
+
+def test_a_results_folder_that_holds_nothing_of_the_config_is_said_to_be_so(study, tmp_path):
+    (tmp_path / "results-of-another-study").mkdir()
+    empty = grid_status(study, results=str(tmp_path / "results-of-another-study"))
+    assert "holds no folder of this config's models (tiny)" in empty["warning"]
+    assert format_status(empty)[-1].startswith("warning: ")
+    assert "does not exist" in grid_status(study, results=str(tmp_path / "typo"))["warning"]
+    _train_log(study, "grpo", 1, 5)
+    assert "warning" not in grid_status(study)

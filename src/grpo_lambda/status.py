@@ -124,7 +124,14 @@ def grid_status(config: dict, *, results: str | None = None, stale_minutes: floa
                          now=now, stale_minutes=stale_minutes)
              for cell in config_module.rl_cells(config)]
     totals = {state: sum(cell["state"] == state for cell in cells) for state in STATES}
-    return {"results": str(results_dir), "cells": cells, "totals": {"cells": len(cells), **totals}}
+    report = {"results": str(results_dir), "cells": cells, "totals": {"cells": len(cells), **totals}}
+    # A mistyped --results looks like a grid that has not started: say which it is.
+    if not results_dir.is_dir():
+        report["warning"] = f"{results_dir} does not exist: is --results the config's results folder?"
+    elif not any((results_dir / model).is_dir() for model in config["models"]):
+        report["warning"] = (f"{results_dir} holds no folder of this config's models ({', '.join(config['models'])}): "
+                             "is --results the config's results folder?")
+    return report
 
 
 def format_status(report: dict) -> list[str]:
@@ -136,6 +143,8 @@ def format_status(report: dict) -> list[str]:
     totals = report["totals"]
     lines.append(f"{totals['cells']} cells in {report['results']}: "
                  + ", ".join(f"{totals[state]} {state}" for state in STATES))
+    if report.get("warning"):
+        lines.append(f"warning: {report['warning']}")
     return lines
 
 
