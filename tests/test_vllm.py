@@ -117,3 +117,27 @@ def test_vllm_samples_on_a_cpu(vllm_python, model):
     assert [len(texts) for texts in first] == [4, 4]
     assert len(set(first[0])) > 1  # sampled, not greedy
     assert first == second
+
+
+@pytest.mark.slow
+def test_vllm_and_hf_apply_the_same_context_rule(vllm_python, model):
+    """At a max_model_len that cuts one prompt's completion and leaves another no room, both backends
+    give the same greedy completions and list the same prompt as too long (vLLM alone would refuse the
+    whole call for the prompt that does not fit)."""
+    script = ("import json, sys\nfrom grpo_lambda import generation\nfrom grpo_lambda.models import load_tokenizer\n"
+              "from grpo_lambda.data.prompts import prompt_text, prompt_token_ids\n"
+              "def main():\n"
+              "    tokenizer = load_tokenizer(sys.argv[1])\n"
+              "    texts = [prompt_text(tokenizer, 'plain', p) for p in ('1+1', '12 + 7 * 3 - 4 ' * 3, '9 ' * 40)]\n"
+              "    limit = len(prompt_token_ids(tokenizer, texts[1])) + 3\n"
+              "    out = {backend: generation.generate(sys.argv[1], texts, backend=backend, max_new_tokens=12,\n"
+              "                                        max_model_len=limit, dtype='float32').__dict__\n"
+              "           for backend in ('hf', 'vllm')}\n"
+              "    print(json.dumps(out))\n"
+              "if __name__ == '__main__':\n    main()\n")
+    done = run(vllm_python, "-c", script, model)
+    assert done.returncode == 0, done.stderr[-3000:]
+    out = json.loads(done.stdout.strip().splitlines()[-1])
+    assert out["hf"]["too_long"] == out["vllm"]["too_long"] == [2]
+    assert out["vllm"]["lengths"][1][0] <= 3 and out["vllm"]["lengths"][2] == [0]
+    assert out["hf"] == out["vllm"]

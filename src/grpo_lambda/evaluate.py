@@ -61,9 +61,10 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
     prompts = [prompt_text(tokenizer, settings["model"]["prompt"], row["problem"]) for row in rows]
     generation = {key: options[key] for key in ("backend", "max_new_tokens", "max_model_len", "batch_size", "dtype")}
     what = f"evaluate {model_path}: {len(rows)} problems of {', '.join(benchmarks)}"
-    greedy = _graded_samples(rows, generate(model_path, prompts, greedy=True, seed=seed or 0,
-                                            description=f"{what}, greedy", **generation),
-                             "greedy", options["grader_timeout"])
+    greedy_completions = generate(model_path, prompts, greedy=True, seed=seed or 0, description=f"{what}, greedy",
+                                  **generation)
+    greedy = _graded_samples(rows, greedy_completions, "greedy", options["grader_timeout"])
+    too_long = set(greedy_completions.too_long)
     k = options["samples"]
     sampled = []
     if k:
@@ -75,14 +76,17 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
     for name, bench_rows in benchmarks.items():
         end = start + len(bench_rows)
         own_greedy, own_sampled = greedy[start:end], sampled[start * k:end * k]  # samples follow row order
-        start = end
         summary = {"model": settings["model"]["name"], "dataset": settings["dataset"],
                    "variant": settings["variant"], "seed": seed, "step": step, "benchmark": name,
-                   **_summary(own_greedy, own_sampled, k), "checkpoint": model_path,
+                   **_summary(own_greedy, own_sampled, k),
+                   # A prompt that fills max_model_len gets no completion on either backend and counts as wrong.
+                   "prompts_too_long": sum(index in too_long for index in range(start, end)),
+                   "checkpoint": model_path,
                    "generation": {**generation, "prompt": settings["model"]["prompt"],
                                   "temperature": options["temperature"], "top_p": options["top_p"]}}
         files.write_jsonl(Path(out_dir) / f"{name}.jsonl", own_greedy + own_sampled)
         files.write_json(Path(out_dir) / f"{name}.json", summary)
         summaries[name] = summary
+        start = end
         log.info("%s on %s: accuracy %.3f (%d problems)", model_path, name, summary["accuracy"], len(bench_rows))
     return summaries

@@ -19,7 +19,7 @@ from __future__ import annotations
 import functools
 import logging
 import os
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from grpo_lambda.data.prompts import prompt_token_ids
 
@@ -29,10 +29,18 @@ log = logging.getLogger(__name__)
 
 @dataclass
 class Completions:
-    """``texts[i][j]`` is sample j for prompt i; ``lengths`` counts its generated tokens."""
+    """``texts[i][j]`` is sample j for prompt i; ``lengths`` counts its generated tokens; ``too_long``
+    lists the prompts that left no room in ``max_model_len`` (their samples are empty, length 0)."""
 
     texts: list[list[str]]
     lengths: list[list[int]]
+    too_long: list[int] = field(default_factory=list)
+
+
+def token_budgets(prompt_lengths: list[int], *, max_new_tokens: int, max_model_len: int) -> list[int]:
+    """How many tokens each prompt may generate: ``max_new_tokens``, cut so that prompt and completion
+    fit in ``max_model_len`` (vLLM's rule, applied to both backends); 0 where the prompt alone fills it."""
+    return [max(0, min(max_new_tokens, max_model_len - length)) for length in prompt_lengths]
 
 
 def generate(model_path: str, prompts: list[str], *, backend: str = "hf", n: int = 1, greedy: bool = True,
@@ -48,15 +56,37 @@ def generate(model_path: str, prompts: list[str], *, backend: str = "hf", n: int
         raise ValueError(f"backend {backend!r} is unknown; choose from {BACKENDS}")
     if greedy and n != 1:
         raise ValueError(f"greedy decoding gives one completion per prompt, not n={n}")
+    from grpo_lambda.models import load_tokenizer
+
     dtype = compute_dtype(model_path, dtype)
     log.info("%s: %d prompts x %d, %s, generated with %s in %s", description, len(prompts), n,
              "greedy" if greedy else f"sampled at temperature {temperature}, top-p {top_p}", backend, dtype)
-    if backend == "vllm":
-        return _generate_vllm(model_path, prompts, n=n, greedy=greedy, temperature=temperature, top_p=top_p,
-                              max_new_tokens=max_new_tokens, max_model_len=max_model_len, seed=seed, dtype=dtype)
-    return _generate_hf(model_path, prompts, n=n, greedy=greedy, temperature=temperature, top_p=top_p,
-                        max_new_tokens=max_new_tokens, batch_size=batch_size, seed=seed, dtype=dtype,
-                        description=description)
+    tokenizer = load_tokenizer(model_path, padding_side="left")
+    prompt_ids = [prompt_token_ids(tokenizer, prompt) for prompt in prompts]
+    budgets = token_budgets([len(ids) for ids in prompt_ids], max_new_tokens=max_new_tokens,
+                            max_model_len=max_model_len)
+    fitting = [i for i, budget in enumerate(budgets) if budget > 0]
+    if len(fitting) < len(prompts):
+        longest = max(len(prompt_ids[i]) for i in range(len(prompts)) if budgets[i] == 0)
+        log.warning("%s: %d of %d prompts are not generated: they fill max_model_len %d (the longest has %d "
+                    "tokens); their completions are empty", description, len(prompts) - len(fitting),
+                    len(prompts), max_model_len, longest)
+    ids, kept_budgets = [prompt_ids[i] for i in fitting], [budgets[i] for i in fitting]
+    if not ids:
+        generated = Completions([], [])
+    elif backend == "vllm":
+        generated = _generate_vllm(model_path, tokenizer, ids, kept_budgets, n=n, greedy=greedy,
+                                   temperature=temperature, top_p=top_p, max_model_len=max_model_len, seed=seed,
+                                   dtype=dtype)
+    else:
+        generated = _generate_hf(model_path, tokenizer, ids, kept_budgets, n=n, greedy=greedy,
+                                 temperature=temperature, top_p=top_p, batch_size=batch_size, seed=seed,
+                                 dtype=dtype, description=description)
+    completions = Completions([[""] * n for _ in prompts], [[0] * n for _ in prompts],
+                              too_long=[i for i, budget in enumerate(budgets) if budget == 0])
+    for index, texts, lengths in zip(fitting, generated.texts, generated.lengths):
+        completions.texts[index], completions.lengths[index] = texts, lengths
+    return completions
 
 
 DTYPES = ("auto", "bfloat16", "float16", "float32")
@@ -80,32 +110,34 @@ def compute_dtype(model_path: str, dtype: str = "auto") -> str:
     return str(saved).removeprefix("torch.")
 
 
-def _generate_hf(model_path, prompts, *, n, greedy, temperature, top_p, max_new_tokens, batch_size, seed, dtype,
-                 description):
+def _generate_hf(model_path, tokenizer, prompt_ids, budgets, *, n, greedy, temperature, top_p, batch_size, seed,
+                 dtype, description):
     import torch
 
-    from grpo_lambda.models import device, load_model, load_tokenizer
+    from grpo_lambda.models import device, load_model
     from grpo_lambda.progress import track
 
-    tokenizer = load_tokenizer(model_path, padding_side="left")
     model = load_model(model_path, dtype=getattr(torch, dtype)).to(device())
-    prompt_ids = [prompt_token_ids(tokenizer, prompt) for prompt in prompts]
     sampling = {} if greedy else {"temperature": temperature, "top_p": top_p}
     torch.manual_seed(seed)
     # Prompts of similar length batch together with little padding.
-    order = sorted(range(len(prompts)), key=lambda i: len(prompt_ids[i]))
-    texts: list[list[str]] = [[] for _ in prompts]
-    lengths: list[list[int]] = [[] for _ in prompts]
+    order = sorted(range(len(prompt_ids)), key=lambda i: len(prompt_ids[i]))
+    texts: list[list[str]] = [[] for _ in prompt_ids]
+    lengths: list[list[int]] = [[] for _ in prompt_ids]
     starts = range(0, len(order), batch_size)
     for start in track(starts, total=len(starts), description=description, unit="batch"):
         batch = order[start:start + batch_size]
         encoded = hf_batch(tokenizer, [prompt_ids[i] for i in batch]).to(model.device)
         with torch.inference_mode():
-            output = model.generate(**encoded, max_new_tokens=max_new_tokens, num_return_sequences=n,
-                                    do_sample=not greedy, pad_token_id=tokenizer.pad_token_id, **sampling)
+            output = model.generate(**encoded, max_new_tokens=max(budgets[i] for i in batch),
+                                    num_return_sequences=n, do_sample=not greedy,
+                                    pad_token_id=tokenizer.pad_token_id, **sampling)
         new_tokens = output[:, encoded["input_ids"].shape[1]:]
         for row, tokens in enumerate(new_tokens):
             prompt_index = batch[row // n]
+            # A row's tokens do not depend on the others in its batch: cutting at its own budget is
+            # what generating to that budget gives.
+            tokens = tokens[:budgets[prompt_index]]
             texts[prompt_index].append(tokenizer.decode(tokens, skip_special_tokens=True))
             lengths[prompt_index].append(_generated_length(tokens.tolist(), tokenizer))
     return Completions(texts, lengths)
@@ -114,11 +146,6 @@ def _generate_hf(model_path, prompts, *, n, greedy, temperature, top_p, max_new_
 def hf_batch(tokenizer, prompt_ids: list[list[int]]):
     """Prompt ids padded on the tokenizer's side (left for generation), with their attention mask."""
     return tokenizer.pad({"input_ids": prompt_ids}, padding=True, return_tensors="pt")
-
-
-def vllm_prompts(tokenizer, prompts: list[str]) -> list[dict]:
-    """vLLM's inputs: token-id prompts, so vLLM adds no special tokens of its own (no second BOS)."""
-    return [{"prompt_token_ids": prompt_token_ids(tokenizer, prompt)} for prompt in prompts]
 
 
 def _generated_length(tokens: list[int], tokenizer) -> int:
@@ -156,20 +183,20 @@ def vllm_engine(model_path: str, *, max_model_len: int, seed: int, dtype: str):
                                                    on_gpu=on_gpu))
 
 
-def _generate_vllm(model_path, prompts, *, n, greedy, temperature, top_p, max_new_tokens, max_model_len, seed,
-                   dtype):
+def _generate_vllm(model_path, tokenizer, prompt_ids, budgets, *, n, greedy, temperature, top_p, max_model_len,
+                   seed, dtype):
     import torch
-
-    from grpo_lambda.models import load_tokenizer
 
     llm = vllm_engine(model_path, max_model_len=max_model_len, seed=seed, dtype=dtype)
     from vllm import SamplingParams  # importable once the engine is: vllm_engine names what is missing
 
-    inputs = vllm_prompts(load_tokenizer(model_path), prompts)
+    # Token-id prompts, so vLLM adds no special tokens of its own (no second BOS).
+    inputs = [{"prompt_token_ids": ids} for ids in prompt_ids]
     # A per-request seed makes sampling independent of batching on a GPU; vLLM's CPU build cannot use
     # one ("CPU Generator does not use offset"), so there the engine's seed alone fixes the draws.
-    params = SamplingParams(n=n, temperature=0.0 if greedy else temperature, top_p=1.0 if greedy else top_p,
-                            max_tokens=max_new_tokens, seed=seed if torch.cuda.is_available() else None)
+    params = [SamplingParams(n=n, temperature=0.0 if greedy else temperature, top_p=1.0 if greedy else top_p,
+                             max_tokens=budget, seed=seed if torch.cuda.is_available() else None)
+              for budget in budgets]
     outputs = llm.generate(inputs, params)
     return Completions([[c.text for c in out.outputs] for out in outputs],
                        [[len(c.token_ids) for c in out.outputs] for out in outputs])

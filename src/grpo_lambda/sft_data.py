@@ -73,6 +73,7 @@ def run(settings: dict, *, base: str, data_path: str, out: str, counts_path: str
     kept, counts = select(rows, completions.texts, verdicts, keep_per_problem=options["keep_per_problem"],
                           lengths=completions.lengths, max_tokens=settings.get("max_solution_tokens"))
     counts = {"model": settings["model"]["name"], "dataset": settings["dataset"], "base": base, **counts,
+              "prompts_too_long": len(completions.too_long),
               "sampling": {key: options[key] for key in sorted(options)}}
     counts_path = counts_path or str(Path(out).with_suffix(".json"))
     files.write_json(counts_path, counts)
