@@ -147,3 +147,55 @@ def test_a_results_folder_that_holds_nothing_of_the_config_is_said_to_be_so(stud
     assert "does not exist" in grid_status(study, results=str(tmp_path / "typo"))["warning"]
     _train_log(study, "grpo", 1, 5)
     assert "warning" not in grid_status(study)
+
+
+def test_a_trainer_killed_moments_ago_is_stalled_at_once_and_a_live_one_running(study):
+    """The cell's lock names its trainer's pid and host (files.exclusive): a process that holds it and
+    is then killed leaves a cell that status calls stalled without waiting stale_minutes."""
+    folder = _cell_folder(study, "grpo", 0)
+    _train_log(study, "grpo", 0, 3)
+    _log(study, "grpo", 0, "step 3\n")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpo_lambda import files\n"
+                               "with files.exclusive(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)",
+                               folder], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        cell = _by_name(grid_status(study, stale_minutes=30))["tiny/arith/grpo/seed0"]
+        assert cell["state"] == "running"
+    finally:
+        holder.kill()
+        holder.wait()
+    cell = _by_name(grid_status(study, stale_minutes=30))["tiny/arith/grpo/seed0"]
+    assert cell["state"] == "stalled" and cell["reason"] == f"its trainer (pid {holder.pid}) is gone"
+    # A lock written on another host says nothing about this host's processes: time decides.
+    with open(os.path.join(folder, ".lock"), "w") as handle:
+        handle.write(f"pid {holder.pid} on another-host-of-the-cluster")
+    assert _by_name(grid_status(study, stale_minutes=30))["tiny/arith/grpo/seed0"]["state"] == "running"
+
+
+def _evaluation(study, step, *, benchmarks, log_text):
+    folder = os.path.join(_cell_folder(study, "grpo", 0), "eval", step)
+    os.makedirs(folder, exist_ok=True)
+    for name in benchmarks:
+        with open(os.path.join(folder, f"{name}.json"), "w") as handle:
+            handle.write("{}")
+    log = os.path.join(study["results"], "logs", "evaluate", "tiny", "arith", "grpo", "seed0", f"{step}.log")
+    os.makedirs(os.path.dirname(log), exist_ok=True)
+    with open(log, "w") as handle:
+        handle.write(log_text)
+    return log
+
+
+def test_a_trained_cell_whose_evaluation_failed_is_failed_with_the_step_and_line(study):
+    _train_log(study, "grpo", 0, study["rl"]["max_steps"])
+    os.makedirs(os.path.join(_cell_folder(study, "grpo", 0), "model"))
+    every = list(study["benchmarks"])
+    _evaluation(study, "final", benchmarks=every, log_text="done\n")
+    # An error earlier in a log whose summaries were all written (a retried job) is no failure.
+    _evaluation(study, "4", benchmarks=every, log_text="RuntimeError: first try\nretried, done\n")
+    assert _by_name(grid_status(study))["tiny/arith/grpo/seed0"]["state"] == "done"
+    log = _evaluation(study, "8", benchmarks=every[1:],
+                      log_text="Traceback (most recent call last):\nMemoryError: out of room\n")
+    cell = _by_name(grid_status(study))["tiny/arith/grpo/seed0"]
+    assert cell["state"] == "failed"
+    assert cell["reason"] == f"evaluation of 8 failed: MemoryError: out of room  ({log})"

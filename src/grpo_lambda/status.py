@@ -8,16 +8,24 @@ cluster's shared disk, is writing:
                                                                     atomically while the cell trains
     <results>/logs/train/<model>/<dataset>/<variant>/seed<seed>.log  the job's log: why it failed
 
-A cell that is not done is failed when its job log ends in an error, running when its log or its
-train_log.csv was written in the last ``stale_minutes``, stalled when it has started but nothing has
-been written for longer (a killed job: a rerun resumes it), and missing when nothing of it exists.
+    <results>/<model>/<dataset>/<variant>/seed<seed>/.lock           the trainer's pid and host
+    <results>/logs/evaluate/<model>/<dataset>/<variant>/seed<seed>/<step>.log  an evaluation job's log
+
+A trained cell is done, or failed when one of its evaluation jobs failed (its log ends in an error and
+a benchmark's summary is missing). A cell that is not trained is failed when its job log ends in an
+error; stalled when its trainer ran on this host and its process is gone (a killed job: a rerun
+resumes it), or when nothing has been written for ``stale_minutes`` (a trainer on another host);
+running when its log or train_log.csv was written within ``stale_minutes``; missing when nothing of it
+exists.
 """
 
 from __future__ import annotations
 
 import csv
 import math
+import os
 import re
+import socket
 import statistics
 import time
 from pathlib import Path
@@ -66,7 +74,41 @@ def failure_line(log_path: Path) -> str | None:
     return None
 
 
-def cell_status(results: Path, cell: dict, max_steps: int, *, now: float, stale_minutes: float) -> dict:
+def trainer_gone(folder: Path) -> int | None:
+    """The pid of the cell's trainer when its lock (``files.exclusive``) names a process on this host that
+    no longer exists; None when it is alive, on another host, or unrecorded."""
+    try:
+        match = re.fullmatch(r"pid (\d+) on (\S+)", (folder / ".lock").read_text().strip())
+    except OSError:
+        return None
+    if match is None or match[2] != socket.gethostname():
+        return None
+    pid = int(match[1])
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return pid
+    except PermissionError:  # alive, another user's
+        return None
+    return None
+
+
+def evaluation_failure(results: Path, cell: dict, benchmarks: list[str]) -> str | None:
+    """Why an evaluation of the cell failed: the failure line of a step's job log whose benchmark
+    summaries are not all written; None when none failed."""
+    folder = results / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
+    logs = results / "logs" / "evaluate" / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
+    for log_path in sorted(logs.glob("*.log")) if logs.is_dir() else []:
+        step = log_path.stem
+        written = all((folder / "eval" / step / f"{name}.json").is_file() for name in benchmarks)
+        reason = None if written else failure_line(log_path)
+        if reason:
+            return f"evaluation of {step} failed: {reason}  ({log_path})"
+    return None
+
+
+def cell_status(results: Path, cell: dict, max_steps: int, *, now: float, stale_minutes: float,
+                benchmarks: list[str] = ()) -> dict:
     """One cell's state and what a watcher wants to know about it."""
     name = cell_name(cell)
     folder = results / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
@@ -92,14 +134,20 @@ def cell_status(results: Path, cell: dict, max_steps: int, *, now: float, stale_
     if (folder / "model").is_dir() and train_log.is_file():
         status["state"] = "done"
         status["eta_minutes"] = 0.0
+        evaluation = evaluation_failure(results, cell, list(benchmarks))
+        if evaluation:
+            status["state"], status["reason"] = "failed", evaluation
         return status
     reason = failure_line(log_path)
     written = [path.stat().st_mtime for path in (log_path, train_log) if path.exists()]
     started = written or (folder / "resume").is_dir()
     if log_path.exists():
         status["log"] = str(log_path)
+    gone = trainer_gone(folder)
     if reason:
         status["state"], status["reason"] = "failed", reason
+    elif gone is not None:
+        status["state"], status["reason"] = "stalled", f"its trainer (pid {gone}) is gone"
     elif written and now - max(written) <= stale_minutes * 60:
         status["state"] = "running"
     elif started:
@@ -121,7 +169,7 @@ def grid_status(config: dict, *, results: str | None = None, stale_minutes: floa
     results_dir = Path(results or config["results"])
     now = time.time() if now is None else now
     cells = [cell_status(results_dir, cell, config_module.rl_settings(config, cell["model"])["max_steps"],
-                         now=now, stale_minutes=stale_minutes)
+                         now=now, stale_minutes=stale_minutes, benchmarks=list(config["benchmarks"]))
              for cell in config_module.rl_cells(config)]
     totals = {state: sum(cell["state"] == state for cell in cells) for state in STATES}
     report = {"results": str(results_dir), "cells": cells, "totals": {"cells": len(cells), **totals}}
@@ -158,7 +206,8 @@ def _details(cell: dict) -> str:
         parts.append(f"{cell['steps_per_minute']:.2f} steps/min")
         parts.append(f"ETA {_duration(cell['eta_minutes'])}")
     if cell["reason"]:
-        parts.append(cell["reason"] + (f"  ({cell['log']})" if cell["state"] == "failed" and cell["log"] else ""))
+        named = cell["state"] == "failed" and cell["log"] and cell["log"] not in cell["reason"]
+        parts.append(cell["reason"] + (f"  ({cell['log']})" if named else ""))
     return ", ".join(parts)
 
 
