@@ -359,6 +359,9 @@ def parser() -> argparse.ArgumentParser:
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     args = parser().parse_args(argv)
+    from grpo_lambda.lifetime import end_with_job_shell
+
+    end_with_job_shell()
     try:
         args.handler(args)
     except UsageError as error:

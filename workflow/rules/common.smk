@@ -43,8 +43,9 @@ CELLS = study.rl_cells(config)
 HUB_SOURCES = prefetch.hub_sources(config)
 
 # Jobs read the hub cache that the prefetch rule filled; they never download (compute nodes are
-# often offline, and each process would fill its own cache).
-shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1; ")
+# often offline, and each process would fill its own cache). GRPO_LAMBDA_JOB_PID names the job's shell:
+# the stage's processes exit when it is killed (grpo_lambda.lifetime).
+shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 GRPO_LAMBDA_JOB_PID=$$; ")
 
 # CPU-only rules run on the submitting machine, not as cluster jobs: downloads (prefetch, prepare_*),
 # the tiny model's build, tables and figures.
