@@ -142,6 +142,12 @@ def _rl_trl(**trl):
 CROSS_CHECKS = {
     "unknown rl.trl key": (_rl_trl(steps_per_generaton=2), r"config: rl\.trl\.steps_per_generaton is not a field"),
     "rl.trl key the pipeline sets": (_rl_trl(max_steps=3), r"rl\.trl\.max_steps is set by the pipeline itself; set rl\.max_steps"),
+    "rl.trl value of the wrong type": (_rl_trl(steps_per_generation="two"),
+                                       r"rl\.trl\.steps_per_generation is 'two' \(str\); TRL's field is int \| None"),
+    "rl.trl flag given as text": (_rl_trl(mask_truncated_completions="yes"),
+                                  r"rl\.trl\.mask_truncated_completions is 'yes' \(str\); TRL's field is bool"),
+    "rl.trl count given as a flag": (_rl_trl(num_iterations=True), r"rl\.trl\.num_iterations is True \(bool\)"),
+    "rl.trl number given as text": (_rl_trl(top_k="50"), r"rl\.trl\.top_k is '50'"),
     "group size does not divide the batch": (lambda c: c["rl"].update(num_generations=5),
                                              r"rl\.num_generations \(5\) must divide .* = 32"),
     "group size vs steps_per_generation": (lambda c: c["rl"].update(per_device_train_batch_size=4, trl={
@@ -225,6 +231,21 @@ def test_the_trl_fields_read_from_source_are_the_config_classes_fields():
     for key in ("per_device_train_batch_size", "num_generations", "gradient_accumulation_steps",
                 "steps_per_generation", "generation_batch_size"):
         assert fields[key] == defaults[key], key
+
+
+def test_trl_field_types_accept_trls_own_defaults_and_yaml_numbers():
+    """Every literal default of GRPOLambdaConfig passes the type check its annotation gives (TRL's own
+    values are the independent truth here); an integer passes for a float, a bool never for a number."""
+    checked = 0
+    for key, default in study.trl_config_fields().items():
+        if default is not None:
+            assert study.trl_type_error(key, default) is None, (key, default)
+            checked += 1
+    assert checked > 50
+    assert study.trl_type_error("beta", 0) is None and study.trl_type_error("beta", None) is not None
+    assert study.trl_type_error("temperature", False) is not None
+    assert study.trl_type_error("steps_per_generation", None) is None
+    assert study.trl_type_error("report_to", ["tensorboard"]) is None
 
 
 def test_the_variant_key_table_matches_the_trainer():

@@ -346,7 +346,7 @@ def _class_fields(module: str, class_name: str, seen=()) -> dict:
                     fields.update(_class_fields(parent_module, name, seen + (name,)))
             for item in node.body:
                 if isinstance(item, ast.AnnAssign) and isinstance(item.target, ast.Name):
-                    fields[item.target.id] = _literal_default(item.value)
+                    fields[item.target.id] = (_literal_default(item.value), item.annotation)
             return fields
     raise LookupError(f"class {class_name} not found in {origin}")
 
@@ -368,10 +368,53 @@ def _literal_default(value):
 
 
 @functools.lru_cache(maxsize=1)
+def _trl_fields() -> dict:
+    return _class_fields("grpo_lambda.trainer", "GRPOLambdaConfig")
+
+
 def trl_config_fields() -> dict:
     """GRPOLambdaConfig's fields (TRL's GRPOConfig, transformers' TrainingArguments and ours) with
     their literal defaults (None where the default is not a literal)."""
-    return _class_fields("grpo_lambda.trainer", "GRPOLambdaConfig")
+    return {name: default for name, (default, _) in _trl_fields().items()}
+
+
+# A name in a field's annotation -> the YAML values it takes (int for float: YAML writes 1 for 1.0).
+_ANNOTATION_TYPES = {"int": (int,), "float": (int, float), "bool": (bool,), "str": (str,), "dict": (dict,),
+                     "list": (list,), "Dict": (dict,), "List": (list,), "None": (type(None),)}
+
+
+def _accepted_types(annotation: ast.expr) -> tuple | None:
+    """The Python types a YAML value of a field annotated so may have; None where the annotation names
+    something else (an enum, a config class), which is then left for TRL to check."""
+    if isinstance(annotation, ast.BinOp) and isinstance(annotation.op, ast.BitOr):
+        left, right = _accepted_types(annotation.left), _accepted_types(annotation.right)
+        return None if left is None or right is None else left + right
+    if isinstance(annotation, ast.Constant) and annotation.value is None:
+        return (type(None),)
+    if isinstance(annotation, ast.Name):
+        return _ANNOTATION_TYPES.get(annotation.id)
+    if isinstance(annotation, ast.Subscript):
+        outer = ast.unparse(annotation.value)
+        members = annotation.slice.elts if isinstance(annotation.slice, ast.Tuple) else [annotation.slice]
+        if outer in ("Optional", "Union"):
+            found = [_accepted_types(member) for member in members]
+            return None if None in found else sum(found, ()) + ((type(None),) if outer == "Optional" else ())
+        if outer == "Literal":
+            return tuple({type(member.value) for member in members if isinstance(member, ast.Constant)})
+        return _ANNOTATION_TYPES.get(outer)
+    return None
+
+
+def trl_type_error(key: str, value) -> str | None:
+    """Why ``value`` cannot be GRPOLambdaConfig's field ``key`` (by its annotation), or None."""
+    annotation = _trl_fields()[key][1]
+    types = _accepted_types(annotation)
+    if types is None:
+        return None
+    is_bool = isinstance(value, bool)
+    if any(isinstance(value, kind) and (kind is bool or not is_bool) for kind in types):
+        return None
+    return f"is {value!r} ({type(value).__name__}); TRL's field is {ast.unparse(annotation)}"
 
 
 def _rl_key(config: dict, model: str, key: str, trl: bool) -> str:
@@ -392,6 +435,9 @@ def _check_rl(config: dict, model: str, source: str) -> None:
         if key not in fields:
             raise ConfigError(f"{source}: {_rl_key(config, model, key, True)} is not a field of TRL's GRPOConfig "
                               "(nor of GRPOLambdaConfig)")
+        wrong = trl_type_error(key, trl[key])
+        if wrong:
+            raise ConfigError(f"{source}: {_rl_key(config, model, key, True)} {wrong}")
 
     def value(key):
         return trl.get(key, rl.get(key, fields.get(key)))
