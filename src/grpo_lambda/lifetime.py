@@ -21,13 +21,18 @@ log = logging.getLogger(__name__)
 
 
 def alive(pid: int) -> bool:
+    """Whether ``pid`` runs; a zombie (killed, not yet reaped by its parent) does not."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:  # exists, another user's
         return True
-    return True
+    try:
+        with open(f"/proc/{pid}/stat") as handle:
+            return handle.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:  # no /proc: trust kill
+        return True
 
 
 def end_with_job_shell(interval: float = 2.0) -> int | None:
