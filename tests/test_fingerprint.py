@@ -126,3 +126,26 @@ def test_checkpoint_cadence_and_trackers_keep_the_state_but_the_learning_rate_do
     first = digest({})
     assert digest({"save_steps": 3}) == first and digest({"report_to": "tensorboard"}) == first
     assert digest({"learning_rate": 2e-5}) != first and digest({"max_steps": 5}) != first
+
+
+def test_a_fresh_start_moves_same_settings_state_aside(tmp_path, monkeypatch, caplog):
+    base, data = make_inputs(tmp_path)
+    cell = tmp_path / "cell"
+    now = fingerprint.compute(SETTINGS, seed=0, base=str(base), data_path=str(data))
+    fingerprint.claim(cell, now)
+    (cell / "resume" / "checkpoint-2").mkdir(parents=True)
+    (cell / "train_log.csv").write_text("step\n1\n")
+
+    monkeypatch.delenv(fingerprint.FRESH_ENV, raising=False)
+    fingerprint.claim(cell, now)  # resume
+    assert (cell / "resume" / "checkpoint-2").is_dir() and not list(cell.glob("superseded-*"))
+
+    monkeypatch.setenv(fingerprint.FRESH_ENV, "1")
+    fingerprint.claim(cell, now)
+    assert "GRPO_LAMBDA_FRESH asks for a fresh start" in caplog.text
+    aside = cell / f"superseded-{now['hash']}"
+    assert sorted(path.name for path in aside.iterdir()) == ["resume", "train_log.csv"]
+    assert (aside / "resume" / "checkpoint-2").is_dir()
+    assert sorted(path.name for path in (cell / "resume").iterdir()) == ["fingerprint.json"]
+    monkeypatch.setenv(fingerprint.FRESH_ENV, "0")
+    assert not fingerprint.fresh_requested()

@@ -7,7 +7,8 @@ versions of the libraries that compute it (``TRAINING_LIBRARIES``). Code that on
 (tables, figures, status) is left out, so changing it never retrains a cell. A run whose fingerprint
 differs moves the old state aside, kept, as ``superseded-<old hash>/`` (its ``resume/``,
 ``checkpoints/``, ``train_log.csv`` and ``model/``), and starts fresh; with the same fingerprint it
-resumes.
+resumes, unless ``GRPO_LAMBDA_FRESH=1`` asks for a fresh start (``snakemake --forcerun train`` cannot
+tell a training job why it runs).
 
 The base model is hashed cheaply but honestly: every file's name and size, small files (configs,
 tokenizer) in full, and for each large file (weights) its first, middle and last MiB, so a model
@@ -30,7 +31,8 @@ log = logging.getLogger(__name__)
 FILE_NAME = "fingerprint.json"
 CHUNK = 1 << 20  # files up to this size are hashed in full; larger ones by three samples of it
 # Folders and files of a cell that belong to one set of settings.
-CELL_STATE = ("resume", "checkpoints", "train_log.csv", "model")
+CELL_STATE = ("resume", "checkpoints", "train_log.csv", "model", "provenance.json")
+FRESH_ENV = "GRPO_LAMBDA_FRESH"
 # Settings that change nothing a cell computes: its labels, and under rl: how often the full state is
 # saved and where metrics are sent. A change to them resumes the cell instead of restarting it (hours of
 # GPU at paper scale). rl.logging_steps is not here: it decides which steps train_log.csv holds.
@@ -126,31 +128,47 @@ def _wait_for(state_dir: Path, expected: str, timeout: float = 600.0) -> None:
         time.sleep(0.2)
 
 
-def claim(cell_dir: str | os.PathLike, fingerprint: dict, *, state_dir: str = "resume") -> None:
+def fresh_requested() -> bool:
+    return os.environ.get(FRESH_ENV, "").strip() not in ("", "0")
+
+
+def _move_aside(cell: Path, names: list[str], label: str) -> Path:
+    aside = cell / f"superseded-{label}"
+    suffix = 1
+    while aside.exists():
+        aside, suffix = cell / f"superseded-{label}-{suffix}", suffix + 1
+    aside.mkdir(parents=True)
+    for name in names:
+        os.replace(cell / name, aside / name)
+    return aside
+
+
+def claim(cell_dir: str | os.PathLike, fingerprint: dict, *, state_dir: str = "resume",
+          fresh: bool | None = None) -> None:
     """Make ``cell_dir`` hold only state made with ``fingerprint``, then record it in ``state_dir``.
 
-    State left by other settings (or by a run that recorded none) is moved to
-    ``superseded-<its hash>/`` beside it; state with the same fingerprint is left to resume from.
+    State left by other settings (or by a run that recorded none), or any state when ``fresh`` (default:
+    GRPO_LAMBDA_FRESH is set), is moved to ``superseded-<its hash>/`` beside it; state with the same
+    fingerprint is left to resume from.
     """
     cell = Path(cell_dir)
     if int(os.environ.get("RANK", "0")) != 0:  # under accelerate launch: the main process moves state
         _wait_for(cell / state_dir, fingerprint["hash"])
         return
+    fresh = fresh_requested() if fresh is None else fresh
     old = recorded(cell / state_dir)
-    present = [name for name in CELL_STATE if (cell / name).exists()]
-    if old is not None and old.get("hash") == fingerprint["hash"]:
+    same = old is not None and old.get("hash") == fingerprint["hash"]
+    if same and not fresh:
         return
+    present = [name for name in CELL_STATE if (cell / name).exists()]
     if present:
         label = old.get("hash", "unrecorded") if old else "unrecorded"
-        changed = [part for part in PARTS if not old or old.get(part) != fingerprint.get(part)]
-        aside = cell / f"superseded-{label}"
-        suffix = 1
-        while aside.exists():
-            aside, suffix = cell / f"superseded-{label}-{suffix}", suffix + 1
-        aside.mkdir(parents=True)
-        for name in present:
-            os.replace(cell / name, aside / name)
-        log.warning("%s: the %s changed since its state was made (fingerprint %s, now %s); moved %s to %s "
-                    "and starting fresh", cell, " and ".join(changed) or "fingerprint", label,
+        aside = _move_aside(cell, present, label)
+        if same:
+            why = f"{FRESH_ENV} asks for a fresh start"
+        else:
+            changed = [part for part in PARTS if not old or old.get(part) != fingerprint.get(part)]
+            why = f"the {' and '.join(changed) or 'fingerprint'} changed since its state was made"
+        log.warning("%s: %s (fingerprint %s, now %s); moved %s to %s and starting fresh", cell, why, label,
                     fingerprint["hash"], ", ".join(present), aside)
     files.write_json(cell / state_dir / FILE_NAME, fingerprint)
