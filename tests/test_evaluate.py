@@ -2,6 +2,8 @@
 
 import json
 
+import torch
+
 from grpo_lambda import config as study
 from grpo_lambda import evaluate, files
 from grpo_lambda.data import arith
@@ -37,3 +39,4 @@ def test_each_benchmark_gets_its_own_samples_and_a_summary_that_adds_up(tmp_path
         assert summary["accuracy"] == sum(s["correct"] for s in greedy) / n
         assert summary["sampled"]["k"] == 3
         assert summary["sampled"]["pass_at_k"] >= summary["sampled"]["mean_accuracy"]
+        assert summary["provenance"]["torch"] == torch.__version__ and summary["provenance"]["vllm"] is None

@@ -11,7 +11,7 @@ import logging
 import statistics
 from pathlib import Path
 
-from grpo_lambda import files
+from grpo_lambda import files, provenance
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.generation import generate
 from grpo_lambda.models import load_tokenizer
@@ -72,6 +72,7 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
                                top_p=options["top_p"], seed=seed or 0, description=f"{what}, {k} samples each",
                                **generation)
         sampled = _graded_samples(rows, completions, "sampled", options["grader_timeout"])
+    made_by = provenance.record(vllm=options["backend"] == "vllm")
     summaries, start = {}, 0
     for name, bench_rows in benchmarks.items():
         end = start + len(bench_rows)
@@ -81,7 +82,7 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
                    **_summary(own_greedy, own_sampled, k),
                    # A prompt that fills max_model_len gets no completion on either backend and counts as wrong.
                    "prompts_too_long": sum(index in too_long for index in range(start, end)),
-                   "checkpoint": model_path,
+                   "checkpoint": model_path, "provenance": made_by,
                    "generation": {**generation, "prompt": settings["model"]["prompt"],
                                   "temperature": options["temperature"], "top_p": options["top_p"]}}
         files.write_jsonl(Path(out_dir) / f"{name}.jsonl", own_greedy + own_sampled)

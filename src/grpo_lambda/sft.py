@@ -6,7 +6,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from grpo_lambda import files
+from grpo_lambda import files, provenance
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
@@ -48,6 +48,7 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
                 model.save_pretrained(tmp)
                 tokenizer.save_pretrained(tmp)
             log.info("SFT model written to %s", out_dir)
+            files.write_json(Path(out_dir).parent / "provenance.json", provenance.record())
         state.wait_for_everyone()
     else:
         from trl import SFTConfig, SFTTrainer
@@ -83,3 +84,5 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
             progress.quiet_trainer_output(trainer, f"sft {args.run_name}")
             trainer.train()
             save_trained_model(trainer, out_dir)
+            if trainer.is_world_process_zero():
+                files.write_json(Path(out_dir).parent / "provenance.json", provenance.record())

@@ -16,7 +16,7 @@ from __future__ import annotations
 import logging
 from pathlib import Path
 
-from grpo_lambda import files
+from grpo_lambda import files, provenance
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.generation import generate
 from grpo_lambda.models import load_tokenizer
@@ -74,7 +74,8 @@ def run(settings: dict, *, base: str, data_path: str, out: str, counts_path: str
                           lengths=completions.lengths, max_tokens=settings.get("max_solution_tokens"))
     counts = {"model": settings["model"]["name"], "dataset": settings["dataset"], "base": base, **counts,
               "prompts_too_long": len(completions.too_long),
-              "sampling": {key: options[key] for key in sorted(options)}}
+              "sampling": {key: options[key] for key in sorted(options)},
+              "provenance": provenance.record(vllm=options["backend"] == "vllm")}
     counts_path = counts_path or str(Path(out).with_suffix(".json"))
     files.write_json(counts_path, counts)
     if not kept:

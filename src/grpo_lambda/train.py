@@ -7,6 +7,7 @@ Folder of a cell (``docs/results-format.md``)::
     checkpoints/step-N/    model-only snapshots at the evaluation steps
     model/                 the final model          train_log.csv   one row per step, written as it trains
     prompt_filter.json     how many training prompts ``rl.max_prompt_length`` left out
+    provenance.json        the versions and commit that trained it (grpo_lambda.provenance)
     tensorboard/           TensorBoard event files (when rl.report_to includes tensorboard; by default when
                            tensorboard or tensorboardX is installed)
 """
@@ -21,7 +22,7 @@ from pathlib import Path
 
 from transformers import TrainerCallback, TrainerState
 
-from grpo_lambda import files, fingerprint
+from grpo_lambda import files, fingerprint, provenance
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
@@ -281,6 +282,7 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     snapshots.trainer = trainer
     if trainer.is_world_process_zero():
         files.write_json(cell / "prompt_filter.json", prompt_counts)
+        files.write_json(cell / "provenance.json", provenance.record())
         log.info("RL prompts: %(prompts)d, %(dropped)d left out as longer than %(max_prompt_length)s tokens",
                  prompt_counts)
     log_world_size(trainer.accelerator, "train")

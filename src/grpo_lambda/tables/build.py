@@ -9,8 +9,8 @@ import pandas as pd
 from grpo_lambda.learning_speed import learning_speed_table
 from grpo_lambda.tables.appendix_e import appendix_e, appendix_e_published
 from grpo_lambda.tables.cells import Cells
-from grpo_lambda.tables.collect import (collect_samples, collect_train_logs, load_published, missing_cells,
-                                        summarise)
+from grpo_lambda.tables.collect import (collect_provenance, collect_samples, collect_train_logs, load_published,
+                                        missing_cells, summarise)
 from grpo_lambda.tables.options import report_options
 from grpo_lambda.tables.paired import paired_table
 from grpo_lambda.tables.results import checkpoints_table, results_by_variant, results_table
@@ -37,5 +37,6 @@ def build_tables(config: dict, results_dir: str | os.PathLike) -> dict[str, pd.D
         tables[f"appendix_e_{model}"] = appendix_e(by_variant, config, model, options)
     tables["appendix_e_published"] = appendix_e_published(by_variant, published_appendix, config, options)
     tables["paired"] = paired_table(cells, config, options)
+    tables["provenance"] = collect_provenance(results_dir, config)
     tables["missing"] = missing_cells(summary, config)
     return tables

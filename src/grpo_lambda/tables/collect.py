@@ -183,6 +183,38 @@ def collect_train_logs(results_dir: str | os.PathLike, config: dict) -> pd.DataF
     return frame
 
 
+def collect_provenance(results_dir: str | os.PathLike, config: dict) -> pd.DataFrame:
+    """The distinct version records (grpo_lambda.provenance) of the study's SFT models, trained cells and
+    evaluation summaries: one row per stage and record, with the number of files that carry it."""
+    import json
+
+    from grpo_lambda.provenance import FIELDS
+
+    sources = []  # (stage, path, key in the file or None for the whole file)
+    for model in config["models"]:
+        for dataset in model_datasets(config, model):
+            sources.append(("sft", Path(results_dir) / model / dataset / SFT / "provenance.json", None))
+            for variant in model_variants(config, model):
+                for seed in config["seeds"]:
+                    sources.append(("train", Path(results_dir) / model / dataset / variant / f"seed{seed}"
+                                    / "provenance.json", None))
+    for model, dataset, variant, seed, step, benchmark in expected_cells(config):
+        path = eval_file(results_dir, model, dataset, variant, seed, step, benchmark).with_suffix(".json")
+        sources.append(("evaluate", path, "provenance"))
+    counts: dict[tuple, int] = {}
+    for stage, path, key in sources:
+        try:
+            record = json.loads(path.read_text(encoding="utf-8"))
+        except (OSError, ValueError):
+            continue
+        record = record.get(key) if key else record
+        if isinstance(record, dict):
+            row = (stage, *(record.get(field) for field in FIELDS))
+            counts[row] = counts.get(row, 0) + 1
+    rows = [dict(zip(("stage", *FIELDS), row), files=n) for row, n in counts.items()]
+    return pd.DataFrame(rows, columns=["stage", *FIELDS, "files"])
+
+
 def load_published() -> tuple[pd.DataFrame, pd.DataFrame]:
     """The published Table 1 (wide) and Appendix E (long), as shipped in ``grpo_lambda/published``."""
     folder = resources.files("grpo_lambda.published")
