@@ -123,6 +123,26 @@ def test_the_report_holds_the_tables_and_figures(run):
     assert not list((run / "results").rglob(".*.tmp-*")), "temporary files must be renamed away"
 
 
+def test_the_provenance_table_names_one_environment_per_stage_for_every_file(run):
+    from grpo_lambda import config as study
+    from grpo_lambda import provenance
+
+    config = study.load(str(E2E_CONFIG))
+    table = pd.read_csv(run / "results" / "tables" / "provenance.csv")
+    # One environment made the whole run (the commit may move if a developer commits meanwhile).
+    versions = [column for column in provenance.FIELDS if column != "commit"]
+    assert sorted(table.drop(columns="commit").drop_duplicates(subset=["stage", *versions])["stage"]) == [
+        "evaluate", "sft", "train"]
+    files_by_stage = table.groupby("stage")["files"].sum().to_dict()
+    cells = study.rl_cells(config)
+    sft_models = sum(len(study.model_datasets(config, model)) for model in config["models"])
+    assert files_by_stage["train"] == len(cells) and files_by_stage["sft"] == sft_models
+    steps = {model: 1 + len(study.model_checkpoints(config, model)) for model in config["models"]}
+    evaluations = sft_models + sum(steps[cell["model"]] for cell in cells)
+    assert files_by_stage["evaluate"] == len(config["benchmarks"]) * evaluations
+    assert set(table["torch"]) == {provenance.record()["torch"]}
+
+
 def test_one_cell_is_rebuilt_alone(run):
     target = "results/tiny/arith/grpo/seed0/eval/final/arith-2.json"
     (run / target).unlink()
@@ -132,3 +152,29 @@ def test_one_cell_is_rebuilt_alone(run):
     assert jobs == {"evaluate": 1, "total": 1}
     snakemake(run, "--cores", "1", targets=[target])
     assert json.loads((run / target).read_text())["benchmark"] == "arith-2"
+
+
+def test_a_forced_train_that_fails_leaves_the_cell_to_be_rebuilt_not_nothing_to_be_done(run):
+    """--forcerun train deletes model/ and train_log.csv before the job runs; when the job then fails, the
+    next run trains and evaluates the cell again (the default target names the training logs) instead of
+    saying "Nothing to be done" over tables of a model that no longer exists."""
+    import os
+
+    cell = run / "results" / "tiny" / "arith" / "grpo" / "seed0"
+    tokenizer = run / "results" / "tiny" / "arith" / "sft" / "model" / "tokenizer.json"
+    text, stat = tokenizer.read_text(), tokenizer.stat()
+    tokenizer.write_text("{")  # in place: the SFT model folder keeps its time, so Snakemake reruns nothing upstream
+    try:
+        failed = snakemake(run, "--cores", "1", "--forcerun", "train", targets=[str((cell / "model").relative_to(run))],
+                           check=False)
+    finally:
+        tokenizer.write_text(text)
+        os.utime(tokenizer, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    assert failed.returncode != 0
+    assert not (cell / "model").exists(), failed.stdout[-3000:] + failed.stderr[-3000:]
+    plan = snakemake(run, "-n", "--quiet", "rules").stdout
+    jobs = {line.split()[0]: int(line.split()[1]) for line in plan.splitlines()
+            if len(line.split()) == 2 and line.split()[1].isdigit()}
+    assert jobs.get("train") == 1 and jobs.get("evaluate") == 2 and jobs.get("aggregate") == 1, plan
+    snakemake(run, "--cores", "2")
+    assert (cell / "model").is_dir() and list((cell / "eval" / "final").glob("*.json"))
