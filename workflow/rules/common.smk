@@ -158,10 +158,13 @@ def train_logs():
 
 def final_targets():
     """The tables and figures, and the files they are made from. Snakemake reruns a missing file only
-    when a target needs it: with the training logs and evaluations among the targets, a cell whose
-    forced train job failed (Snakemake deletes model/ and train_log.csv before the job) is trained and
-    evaluated again by the next run, instead of "Nothing to be done" over tables of a deleted model."""
-    return rules.aggregate.output + rules.figures.output + train_logs() + rl_eval_files() + sft_eval_files()
+    when a target needs it: with the SFT models, training logs and evaluations among the targets, a
+    stage whose forced job failed (Snakemake deletes its outputs before the job) is run again by the
+    next run, with what depends on it, instead of "Nothing to be done" over tables of a deleted model."""
+    sft_models = [f"{RESULTS}/{model}/{dataset}/sft/model" for model in MODELS
+                  for dataset in study.model_datasets(config, model)]
+    return (rules.aggregate.output + rules.figures.output + sft_models + train_logs() + rl_eval_files()
+            + sft_eval_files())
 
 
 # The files the report shows. Snakemake's parser reads a line that starts with `report(` as the
