@@ -1,5 +1,7 @@
 #!/usr/bin/env bash
-# A single-node SLURM cluster on this machine, for rehearsing the cluster path (scripts/rehearse.sh).
+# A SLURM cluster on this machine, for rehearsing the cluster path (scripts/rehearse.sh): partition
+# `local` is one node; partition `two` adds a second node served by a second slurmd on the same host
+# (another port), for multi-node jobs (tests/test_multinode.py). Both nodes are the same 2 cores.
 #   bash scripts/local-slurm.sh start    install Debian's slurm-wlm + munge if missing (root), start them
 #   bash scripts/local-slurm.sh stop     stop the daemons this script started (by their pid files)
 #   bash scripts/local-slurm.sh status   exit 0 when the cluster answers (sinfo shows an idle node)
@@ -56,9 +58,9 @@ write_conf() {
     cpus=$(getconf _NPROCESSORS_ONLN)
     # Leave about 2 GB of the machine to the controller and everything else.
     mem_mb=$(awk '/MemTotal/ {printf "%d", $2 / 1024 - 2048}' /proc/meminfo)
-    install -d "$STATE/spool" "$STATE/state" "$STATE/log" /etc/slurm
+    install -d "$STATE/spool-$HOST" "$STATE/spool-$HOST-2" "$STATE/state" "$STATE/log" /etc/slurm
     cat > "$CONF" <<EOF
-# Written by grpo-lambda's scripts/local-slurm.sh: one node, no accounting.
+# Written by grpo-lambda's scripts/local-slurm.sh: two nodes on this host, no accounting.
 ClusterName=grpo-lambda-local
 SlurmctldHost=$HOST
 AuthType=auth/munge
@@ -70,11 +72,11 @@ SelectTypeParameters=CR_Core_Memory
 SlurmUser=root
 SlurmdUser=root
 StateSaveLocation=$STATE/state
-SlurmdSpoolDir=$STATE/spool
+SlurmdSpoolDir=$STATE/spool-%n
 SlurmctldLogFile=$STATE/log/slurmctld.log
-SlurmdLogFile=$STATE/log/slurmd.log
+SlurmdLogFile=$STATE/log/slurmd-%n.log
 SlurmctldPidFile=$STATE/slurmctld.pid
-SlurmdPidFile=$STATE/slurmd.pid
+SlurmdPidFile=$STATE/slurmd-%n.pid
 AccountingStorageType=accounting_storage/none
 JobAcctGatherType=jobacct_gather/none
 JobCompType=jobcomp/none
@@ -83,7 +85,9 @@ ReturnToService=2
 SchedulerType=sched/backfill
 MinJobAge=600
 NodeName=$HOST CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
+NodeName=$HOST-2 NodeHostname=$HOST Port=6819 CPUs=$cpus RealMemory=$mem_mb State=UNKNOWN
 PartitionName=local Nodes=$HOST Default=YES MaxTime=INFINITE State=UP
+PartitionName=two Nodes=$HOST,$HOST-2 MaxTime=INFINITE State=UP
 EOF
 }
 
@@ -96,16 +100,16 @@ start() {
     need_root "starting slurmctld and slurmd"
     start_munge
     write_conf
-    [ -f "$STATE/slurmctld.pid" ] && kill "$(cat "$STATE/slurmctld.pid")" 2>/dev/null || true
-    [ -f "$STATE/slurmd.pid" ] && kill "$(cat "$STATE/slurmd.pid")" 2>/dev/null || true
+    stop_daemons
     /usr/sbin/slurmctld -c
-    /usr/sbin/slurmd
+    /usr/sbin/slurmd -N "$HOST"
+    /usr/sbin/slurmd -N "$HOST-2"
     for _ in $(seq 60); do
         if answers; then
             echo "local-slurm: cluster up ($HOST, partition local)"
             return
         fi
-        scontrol update nodename="$HOST" state=resume >/dev/null 2>&1 || true
+        scontrol update nodename="$HOST,$HOST-2" state=resume >/dev/null 2>&1 || true
         sleep 1
     done
     echo "local-slurm: the node did not become idle; see $STATE/log/" >&2
@@ -113,15 +117,16 @@ start() {
     exit 1
 }
 
-stop() {
-    local name pid
-    for name in slurmd slurmctld; do
-        if [ -f "$STATE/$name.pid" ]; then
-            pid=$(cat "$STATE/$name.pid")
-            kill "$pid" 2>/dev/null || true
-            rm -f "$STATE/$name.pid"
-        fi
+stop_daemons() {
+    local file
+    for file in "$STATE"/slurmd*.pid "$STATE/slurmctld.pid"; do
+        [ -f "$file" ] || continue
+        kill "$(cat "$file")" 2>/dev/null || true
+        rm -f "$file"
     done
+}
+stop() {
+    stop_daemons
     # Without a controller, `scontrol show config` waits its 10 s message timeout, and Snakemake's SLURM
     # plugin runs it whenever Snakemake starts, even for a local run: remove the config this script
     # wrote (start writes it again), so that the query fails at once.

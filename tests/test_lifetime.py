@@ -78,3 +78,10 @@ def test_a_pipeline_job_follows_its_shell(tmp_path):
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
     [log] = (tmp_path / "results" / "logs").rglob("*.log")
     assert re.search(r"this process ends with its job's shell \(pid \d+\)", log.read_text()), log.read_text()
+
+
+def test_a_shell_on_another_host_is_not_followed(monkeypatch):
+    """On a multi-node job's other nodes (srun) the shell's pid names nothing there: SLURM ends those steps."""
+    monkeypatch.setenv(lifetime.ENV, "1")  # pid 1 is alive here, so following it would start a watcher
+    monkeypatch.setenv(lifetime.HOST_ENV, "another-node")
+    assert lifetime.end_with_job_shell() is None

@@ -12,10 +12,12 @@ from __future__ import annotations
 
 import logging
 import os
+import socket
 import threading
 import time
 
 ENV = "GRPO_LAMBDA_JOB_PID"
+HOST_ENV = "GRPO_LAMBDA_JOB_HOST"  # where that pid lives: on a job's other nodes (srun) it means nothing
 EXIT_STATUS = 143  # as a process ended by SIGTERM
 log = logging.getLogger(__name__)
 
@@ -37,13 +39,16 @@ def alive(pid: int) -> bool:
 
 def end_with_job_shell(interval: float = 2.0) -> int | None:
     """Exit this process once the shell named in GRPO_LAMBDA_JOB_PID is gone; returns that pid (None
-    when the variable is unset, as when a stage is run by hand)."""
+    when the variable is unset, as when a stage is run by hand, or names a shell on another host)."""
     text = os.environ.get(ENV, "").strip()
     if not text:
         return None
     if not text.isdigit():
         raise ValueError(f"{ENV}={text!r} is not a process id")
     pid = int(text)
+    host = os.environ.get(HOST_ENV, "").strip()
+    if host and host != socket.gethostname():
+        return None  # SLURM ends this node's step with the job
 
     def watch():
         while alive(pid):

@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from grpo_lambda import aggregate, figures, prefetch
+from grpo_lambda import aggregate, figures, launch, prefetch
 from grpo_lambda import config as study
 
 # Snakemake's YAML reader keeps the last of two equal keys: the config files are read again, strictly.
@@ -45,7 +45,8 @@ HUB_SOURCES = prefetch.hub_sources(config)
 # Jobs read the hub cache that the prefetch rule filled; they never download (compute nodes are
 # often offline, and each process would fill its own cache). GRPO_LAMBDA_JOB_PID names the job's shell:
 # the stage's processes exit when it is killed (grpo_lambda.lifetime).
-shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 GRPO_LAMBDA_JOB_PID=$$; ")
+shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 GRPO_LAMBDA_JOB_PID=$$"
+             " GRPO_LAMBDA_JOB_HOST=$(hostname); ")
 
 # CPU-only rules run on the submitting machine, not as cluster jobs: downloads (prefetch, prepare_*),
 # the tiny model's build, tables and figures.
@@ -77,22 +78,37 @@ def settings(stage, **cell):
     return json.dumps(study.stage_settings(config, stage, **cell), sort_keys=True)
 
 
+def model_nodes(w):
+    """The nodes of the model's sft and train jobs (models.X.nodes, default 1)."""
+    return int(config["models"][w.model].get("nodes", 1))
+
+
 def launcher(w, resources):
     """The CLI, or the CLI under ``accelerate launch`` when the job runs several processes, as a list
     of words (each quoted by ``{params.launch:q}``).
 
     The process count is the job's ``processes`` resource, else its GPU count: a cluster gives one
     process per GPU; a CPU rehearsal asks for processes without GPUs. Port 0 lets each launch pick a
-    free port, so two jobs on one node never collide on accelerate's default 29500.
+    free port, so two jobs on one node never collide on accelerate's default 29500. A model on several
+    nodes gets grpo_lambda.launch (srun, then accelerate launch on each node); its ``gpu`` resource is
+    the job's total (SLURM's --gpus), shared equally by the nodes, and ``processes`` counts per node.
     """
     gpus = int(resources.get("gpu", 0) or 0)
+    nodes = model_nodes(w)
+    plan = config["models"][w.model]["distributed"]
+    accelerate_config = f"{REPOSITORY}/envs/accelerate/{plan}.yaml"
+    if nodes > 1:
+        if gpus % nodes:
+            raise ValueError(f"models.{w.model}: {gpus} GPUs cannot be shared equally by {nodes} nodes")
+        per_node = int(resources.get("processes", 0) or gpus // nodes or 1)
+        return launch.launcher_words(nodes=nodes, processes_per_node=per_node, accelerate_config=accelerate_config,
+                                     cpu=gpus == 0)
     processes = int(resources.get("processes", 0) or gpus)
     if processes <= 1:
         return ["grpo-lambda"]
-    plan = config["models"][w.model]["distributed"]
     # With no GPU, torch.distributed runs on gloo and bf16 is off.
     on_cpu = ["--mixed_precision", "no"] if gpus == 0 else []
-    return ["accelerate", "launch", "--config_file", f"{REPOSITORY}/envs/accelerate/{plan}.yaml",
+    return ["accelerate", "launch", "--config_file", accelerate_config,
             "--num_processes", str(processes), "--main_process_port", "0", *on_cpu, "-m", "grpo_lambda.cli"]
 
 

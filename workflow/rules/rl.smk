@@ -20,6 +20,11 @@ rule train:
         mem_mb=8000,
         runtime=240,
         gpu=0,
+        # Several nodes (models.X.nodes): one task per node; tasks_per_gpu 0 keeps the SLURM plugin
+        # from reading tasks as tasks per GPU.
+        nodes=model_nodes,
+        tasks=model_nodes,
+        tasks_per_gpu=0,
     shell:
         "{params.launch:q} train --settings {params.settings:q} --base {input.sft:q} --data {input.data:q}"
         " --cell {params.cell:q} --seed {wildcards.seed:q} --threads {threads:q} > {log:q} 2>&1"

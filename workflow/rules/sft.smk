@@ -58,6 +58,11 @@ rule sft:
         mem_mb=8000,
         runtime=120,
         gpu=0,
+        # Several nodes (models.X.nodes): one task per node; tasks_per_gpu 0 keeps the SLURM plugin
+        # from reading tasks as tasks per GPU.
+        nodes=model_nodes,
+        tasks=model_nodes,
+        tasks_per_gpu=0,
     shell:
         "{params.launch:q} sft --settings {params.settings:q} --base {params.base:q} --data {input.data:q}"
         " --out {output:q} --threads {threads:q} > {log:q} 2>&1"
