@@ -1,0 +1,230 @@
+"""OAR in the trainer (`GRPOLambdaTrainer._oar_advantages`): which tokens are scored, against which answer, and how
+the scores become A_i · w_t, on a scored batch written out by hand with the tiny character tokenizer (one token per
+character, so every position below is counted by hand from the text).
+
+The other OAR tests check that each completion's advantage mass is kept and that some weight differs from 1; these
+pin the masks handed to the importance functions (no prompt token is a reasoning token, the answer is the last
+\\boxed{...} or the last `oar_answer_tokens` tokens), that rows with a negative advantage are reweighted like positive
+ones, and the OAR-G / OAR-P scores against an independent computation on the tiny model."""
+
+import math
+
+import pytest
+import torch
+from datasets import Dataset
+from transformers import AutoTokenizer
+
+import grpo_lambda.trainer as trainer_module
+from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer
+from test_trainer import model_dir  # noqa: F401 (a fixture)
+
+PROMPTS = ["1+2=", "34", "5-6=", "7+8=", "9*9="]  # the second is left-padded to 4 tokens
+# (completion text, ends with EOS, advantage); width 24.
+ROWS = [
+    ("12+3=\\boxed{15} ok", True, 1.0),
+    ("\\boxed{1}, \\boxed{{2}}", True, -0.5),   # two boxes: the last one, nested braces included
+    ("7 \\boxed{7}", True, 0.0),
+    ("abcdefgh", False, -2.0),                  # no box, truncated (no EOS): the last 3 tokens
+    ("\\boxed{7}", True, 0.7),                  # the answer only: no reasoning token
+]
+WIDTH, PROMPT = 24, 4
+ANSWER_TOKENS = 3
+# Counted by hand on the texts above (one character = one token; EOS is a token, decoded as "").
+REASONING = {0: range(0, 5), 1: range(0, 11), 2: range(0, 2), 3: range(0, 5), 4: range(0, 0)}
+ANSWER = {0: range(5, 15), 1: range(11, 22), 2: range(2, 11), 3: range(5, 8), 4: range(0, 9)}
+
+
+def build(model_dir, tmp_path, method, batch_size=2):
+    args = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
+                            per_device_train_batch_size=batch_size, num_generations=batch_size,
+                            max_completion_length=WIDTH, objective="grpo", oar_method=method,
+                            oar_answer_tokens=ANSWER_TOKENS, oar_sigma=0.05)
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    trainer = GRPOLambdaTrainer(model=model_dir, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                args=args, train_dataset=Dataset.from_dict({"prompt": PROMPTS}),
+                                processing_class=tokenizer)
+    return trainer, tokenizer
+
+
+def scored_batch(tokenizer, rows=ROWS):
+    """A batch shaped like TRL's scored output: left-padded prompts, right-padded completions."""
+    pad, eos = tokenizer.pad_token_id, tokenizer.eos_token_id
+    prompt_ids = torch.full((len(rows), PROMPT), pad)
+    prompt_mask = torch.zeros(len(rows), PROMPT, dtype=torch.long)
+    completion_ids = torch.full((len(rows), WIDTH), pad)
+    completion_mask = torch.zeros(len(rows), WIDTH, dtype=torch.long)
+    for i, (prompt, (text, ends, _)) in enumerate(zip(PROMPTS, rows)):
+        ids = tokenizer.convert_tokens_to_ids(list(prompt))
+        prompt_ids[i, PROMPT - len(ids):] = torch.tensor(ids)
+        prompt_mask[i, PROMPT - len(ids):] = 1
+        ids = tokenizer.convert_tokens_to_ids(list(text)) + ([eos] if ends else [])
+        assert len(ids) == len(text) + ends and pad not in ids
+        completion_ids[i, :len(ids)] = torch.tensor(ids)
+        completion_mask[i, :len(ids)] = 1
+    assert prompt_mask[1].tolist() == [0, 0, 1, 1]
+    return {"prompt_ids": prompt_ids, "prompt_mask": prompt_mask, "completion_ids": completion_ids,
+            "completion_mask": completion_mask, "advantages": torch.tensor([a for _, _, a in rows])}
+
+
+def expected_masks(row):
+    """(reasoning, answer) bool (WIDTH,) of one row, from the hand-counted ranges."""
+    reasoning, answer = torch.zeros(WIDTH, dtype=torch.bool), torch.zeros(WIDTH, dtype=torch.bool)
+    reasoning[list(REASONING[row])] = True
+    answer[list(ANSWER[row])] = True
+    return reasoning, answer
+
+
+class ImportanceSpy:
+    """Stands in for oar_gradient_importance / oar_perturbation_importance: records the reasoning (noise) mask and
+    the answer mask of every row it is given, and scores completion token j of a reasoning row expm1(j) (prompt
+    columns 1e6, so that a score read from the wrong columns shows)."""
+
+    def __init__(self, embed, full_ids):
+        self.embed, self.full_ids, self.seen = embed, full_ids, []
+
+    def row_of(self, ids=None, embeds=None):
+        for row in range(self.full_ids.size(0)):
+            if ids is not None and torch.equal(ids, self.full_ids[row]):
+                return row
+            if embeds is not None and torch.equal(embeds, self.embed(self.full_ids[row])):
+                return row
+        raise AssertionError("a row the batch does not have")
+
+    def scores(self, rows, reasoning_full, answer):
+        for row, reasoning_row, answer_row in zip(rows, reasoning_full, answer):
+            self.seen.append((row, reasoning_row.bool().clone(), answer_row.bool().clone()))
+        importance = torch.full(reasoning_full.shape, 1e6, dtype=torch.float64)
+        importance[:, PROMPT:] = torch.expm1(torch.arange(WIDTH, dtype=torch.float64))
+        return importance
+
+    def gradient(self, forward, embeds, noise_mask, answer_mask, **kwargs):
+        with torch.no_grad():
+            rows = [self.row_of(embeds=row) for row in embeds]
+        return self.scores(rows, noise_mask, answer_mask)
+
+    def perturbation(self, forward, input_ids, attention_mask, reasoning_mask, answer_mask, **kwargs):
+        return self.scores([self.row_of(ids=row) for row in input_ids], reasoning_mask, answer_mask)
+
+
+def run_with_spy(model_dir, tmp_path, monkeypatch, method):
+    trainer, tokenizer = build(model_dir, tmp_path, method)
+    output = scored_batch(tokenizer)
+    full_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], 1)
+    spy = ImportanceSpy(trainer.model.get_input_embeddings(), full_ids)
+    monkeypatch.setattr(trainer_module, f"oar_{method}_importance", getattr(spy, method))
+    trainer._metrics["train"].clear()
+    return trainer._oar_advantages(output), output, spy
+
+
+@pytest.mark.parametrize("method", ["gradient", "perturbation"])
+def test_oar_scores_only_completion_reasoning_tokens_against_the_last_boxed_answer(model_dir, tmp_path, monkeypatch,
+                                                                                    method):
+    """The masks handed to the importance function, over prompt + completion: no prompt position is a reasoning
+    (noised / perturbed) token; the reasoning is the completion before its answer; the answer is the tokens of the
+    last \\boxed{...} (nested braces, a box before it in the reasoning), else the last 3 tokens of the completion
+    (not of the padded width). Every row with a nonzero advantage and some reasoning is scored, negative ones too."""
+    _, _, spy = run_with_spy(model_dir, tmp_path, monkeypatch, method)
+    seen_rows = [row for row, _, _ in spy.seen]
+    assert len(seen_rows) == len(set(seen_rows)) and {0, 1, 3} <= set(seen_rows)  # the negative rows 1 and 3 too
+    for row, reasoning_full, answer in spy.seen:
+        reasoning, expected_answer = expected_masks(row)
+        assert reasoning_full.shape == (PROMPT + WIDTH,) and answer.shape == (WIDTH,)
+        assert not reasoning_full[:PROMPT].any(), f"row {row}: prompt tokens in the reasoning mask"
+        assert reasoning_full[PROMPT:].nonzero().flatten().tolist() == list(REASONING[row]), row
+        assert answer.nonzero().flatten().tolist() == list(ANSWER[row]), row
+        assert torch.equal(reasoning_full[PROMPT:], reasoning) and torch.equal(answer, expected_answer)
+
+
+@pytest.mark.parametrize("method", ["gradient", "perturbation"])
+def test_oar_advantages_are_a_times_hand_computed_weights_for_positive_and_negative_rows(model_dir, tmp_path,
+                                                                                          monkeypatch, method):
+    """Scores expm1(j) on the R reasoning tokens j = 0..R−1: log1p gives j, min-max j/(R−1), median τ = 0.5, so
+    w_j = max(j/(R−1)/0.5, 0.1) below τ and 1 + (j/(R−1) − 0.5)/0.5 above: both 2j/(R−1), floored at 0.1 for j = 0;
+    Σ = R + 0.1, so after the rescaling to Σ = R, w_j = max(2j/(R−1), 0.1) · R/(R + 0.1). The advantage of token j
+    is A·w_j on the reasoning and A on the other tokens of the completion; A = 0 stays 0."""
+    advantages, output, _ = run_with_spy(model_dir, tmp_path, monkeypatch, method)
+    assert advantages.shape == (len(ROWS), WIDTH)
+    for row, (_, _, advantage) in enumerate(ROWS):
+        length = int(output["completion_mask"][row].sum())
+        r = len(REASONING[row])
+        weights = [max(2 * j / (r - 1), 0.1) * r / (r + 0.1) if j < r else 1.0 for j in range(length)]
+        expected = torch.tensor([advantage * w for w in weights])
+        torch.testing.assert_close(advantages[row, :length], expected, rtol=1e-5, atol=1e-7, msg=f"row {row}")
+    # by hand, row 1 (A = −0.5, R = 11): w_0 = 0.1·11/11.1, w_10 = 2·11/11.1
+    assert advantages[1, 0].item() == pytest.approx(-0.5 * 0.1 * 11 / 11.1, rel=1e-5)
+    assert advantages[1, 10].item() == pytest.approx(-0.5 * 2 * 11 / 11.1, rel=1e-5)
+    assert advantages[3, :5].tolist() == pytest.approx([-2.0 * w * 5 / 5.1 for w in (0.1, 0.5, 1.0, 1.5, 2.0)],
+                                                       rel=1e-5)
+
+
+# --- the scores themselves, on the tiny model -------------------------------------------------------
+
+
+def answer_log_p(logits, positions):
+    """log softmax of the mean of the logits that predict the answer tokens (`positions`, in the full sequence)."""
+    return torch.log_softmax(logits[positions - 1].mean(0), -1)
+
+
+def kl(log_p, log_q):
+    return (log_p.exp() * (log_p - log_q)).sum()
+
+
+@pytest.mark.parametrize("method", ["gradient", "perturbation"])
+def test_oar_scores_equal_an_independent_computation_on_the_tiny_model(model_dir, tmp_path, monkeypatch, method):
+    """I_t of each completion reasoning token, from the model called directly (full logits, one row at a time):
+    OAR-P: KL(P_final ‖ P_final with token t replaced by the pad token); OAR-G: |∂J/∂e_t · e_t|, J = KL(P_final(e) ‖
+    P_final(e + σξ)) with the noise ξ on the completion's reasoning embeddings only (the noise the trainer draws:
+    torch.randn of the (rows, prompt + completion, hidden) embeddings after the same seed). P_final: the softmax of
+    the mean of the logits at the positions that predict the answer tokens. Prompt and answer tokens score 0."""
+    trainer, tokenizer = build(model_dir, tmp_path, method, batch_size=len(ROWS))  # one chunk: one noise draw
+    model = trainer.model.double()
+    output = scored_batch(tokenizer)
+    captured = []
+    real_weights = trainer_module.oar_weights
+
+    def weights_spy(importance, reasoning, **kwargs):
+        captured.append((importance.detach().clone(), reasoning.clone()))
+        return real_weights(importance, reasoning, **kwargs)
+
+    monkeypatch.setattr(trainer_module, "oar_weights", weights_spy)
+    torch.manual_seed(11)
+    trainer._oar_advantages(output)
+    assert len(captured) == 1
+    importance, reasoning = captured[0]
+    scored = [row for row, (_, _, advantage) in enumerate(ROWS) if advantage != 0 and len(REASONING[row])]
+    assert importance.shape == (len(scored), WIDTH)
+    assert reasoning.nonzero().tolist() == [[i, j] for i, row in enumerate(scored) for j in REASONING[row]]
+
+    full_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], 1)
+    attention = torch.cat([output["prompt_mask"], output["completion_mask"]], 1)
+    pad = tokenizer.pad_token_id
+    expected = torch.zeros(len(scored), WIDTH, dtype=torch.float64)
+    if method == "gradient":
+        torch.manual_seed(11)
+        embed = model.get_input_embeddings()
+        noise = torch.randn((len(scored), PROMPT + WIDTH, embed.weight.size(1)), dtype=torch.float64)
+    for i, row in enumerate(scored):
+        ids, mask = full_ids[row:row + 1], attention[row:row + 1]
+        answer = torch.tensor(list(ANSWER[row])) + PROMPT
+        with torch.no_grad():
+            clean = answer_log_p(model(input_ids=ids, attention_mask=mask).logits[0], answer)
+        if method == "perturbation":
+            for j in REASONING[row]:
+                perturbed = ids.clone()
+                perturbed[0, PROMPT + j] = pad
+                with torch.no_grad():
+                    expected[i, j] = kl(clean, answer_log_p(model(input_ids=perturbed, attention_mask=mask).logits[0],
+                                                            answer))
+        else:
+            with torch.no_grad():
+                embeds = embed(ids)[0]
+            on_reasoning = torch.zeros(PROMPT + WIDTH, 1, dtype=torch.float64)
+            on_reasoning[[PROMPT + j for j in REASONING[row]]] = 1.0
+            noisy = (embeds + 0.05 * noise[i] * on_reasoning).requires_grad_()
+            divergence = kl(clean, answer_log_p(model(inputs_embeds=noisy[None], attention_mask=mask).logits[0],
+                                                answer))
+            (grad,) = torch.autograd.grad(divergence, noisy)
+            expected[i] = (grad * embeds).sum(-1)[PROMPT:].abs() * on_reasoning[PROMPT:, 0]
+    assert (expected[reasoning] > 0).all() and not expected[~reasoning].any()
+    torch.testing.assert_close(importance.double(), expected, rtol=1e-6, atol=1e-12)
+    assert math.isfinite(importance.sum().item())
