@@ -397,3 +397,103 @@ def test_a_config_without_grpo_compares_with_its_first_variant_and_shows_no_grpo
     # paired: every difference is against the baseline
     assert set(tables["paired"]["baseline"]) == {"rt98"}
     assert set(tables["paired"]["method"]) == {"bw99", "rt99", "grpo_lambda"}
+
+
+# --------------------------------------------------------------------------------------------------
+# Table 1's GRPO-λ row never averages in GRPO; greedy answers only; pass@k is "any of k"
+# --------------------------------------------------------------------------------------------------
+
+
+def _table1(config: dict, root) -> pd.DataFrame:
+    from grpo_lambda.tables.cells import Cells
+    from grpo_lambda.tables.table1 import table1
+
+    options = aggregate.report_options(config)
+    cells = Cells(aggregate.collect_samples(root, config), config["benchmarks"], options)
+    return table1(cells, config, options).set_index(["model", "method"])
+
+
+@pytest.mark.parametrize("choice", ["mean", {"style": "both", "update": "trace"}],
+                         ids=["mean", "selector-matching-nothing"])
+def test_table1_grpo_lambda_row_averages_grpo_lambda_variants_only(tree, choice):
+    """"mean", and a selector that matches no variant (which falls back to "mean"), average the
+    model's GRPO-λ variants: neither the baseline GRPO nor the other GRPO ("same") comes in."""
+    root, config = tree
+    config = {**config, "report": {"bootstrap": 0, "grpo_lambda_variant": choice}}
+    t1 = _table1(config, root)
+    lam = t1.loc[("qwen15", "grpo_lambda")]
+    assert lam["variants"] == "rt98 rt99 bw99"
+    for benchmark in BENCHMARKS:
+        truth = np.mean([_mean_over_seeds("qwen15", d, v, benchmark) for d in DATASETS
+                         for v in ("rt98", "rt99", "bw99")])
+        assert lam[benchmark] == pytest.approx(truth)
+    # "small" has one GRPO-λ variant beside two GRPO ones: the row is rt99's alone
+    small = t1.loc[("small", "grpo_lambda")]
+    assert small["variants"] == "rt99"
+    assert small["amc"] == pytest.approx(_mean_over_seeds("small", "math12k", "rt99", "amc"))
+    assert small["amc"] != pytest.approx(np.mean([_mean_over_seeds("small", "math12k", v, "amc")
+                                                  for v in ("grpo", "rt99", "same")]))
+    # and GRPO stays the baseline's own row
+    assert t1.loc[("qwen15", "grpo"), "variants"] == "grpo"
+
+
+def test_table1_counts_greedy_answers_only(tmp_path):
+    """Sampled completions (for pass@k) sit in the same files; every one of them has the verdict its
+    problem's greedy answer does not, so any of them counted would move the accuracy."""
+    config = make_config()
+    config["models"] = {"small": {"source": "y", "variants": ["grpo", "rt99"], "datasets": ["math12k"]}}
+    config["benchmarks"] = {"amc": {"source": "registry"}, "aime24": {"source": "registry"}}
+    config["report"] = {"bootstrap": 0}
+    greedy_right = {  # (variant, seed, benchmark): the problems the greedy answer gets right
+        ("grpo", 0, "amc"): {0}, ("grpo", 1, "amc"): {0, 1},
+        ("rt99", 0, "amc"): {0, 1, 2}, ("rt99", 1, "amc"): {1, 2, 3},
+        ("grpo", 0, "aime24"): {0}, ("grpo", 1, "aime24"): set(),
+        ("rt99", 0, "aime24"): {0, 1}, ("rt99", 1, "aime24"): {0},
+    }
+    problems = {"amc": 4, "aime24": 2}
+    for (variant, seed, benchmark), right in greedy_right.items():
+        folder = tmp_path / "small" / "math12k" / variant / f"seed{seed}" / "eval" / "final"
+        folder.mkdir(parents=True, exist_ok=True)
+        rows = [{"id": pid, "mode": "greedy", "sample": 0, "correct": pid in right}
+                for pid in range(problems[benchmark])]
+        rows += [{"id": pid, "mode": "sampled", "sample": s, "correct": pid not in right}
+                 for pid in range(problems[benchmark]) for s in range(3)]
+        (folder / f"{benchmark}.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
+    t1 = _table1(config, tmp_path)
+    # grpo: amc (1 + 2) / 8, aime24 (1 + 0) / 4; rt99: amc (3 + 3) / 8, aime24 (2 + 1) / 4
+    assert t1.loc[("small", "grpo"), "amc"] == pytest.approx(3 / 8)
+    assert t1.loc[("small", "grpo"), "aime24"] == pytest.approx(1 / 4)
+    assert t1.loc[("small", "grpo"), "average"] == pytest.approx((3 / 8 + 1 / 4) / 2)
+    assert t1.loc[("small", "grpo_lambda"), "amc"] == pytest.approx(6 / 8)
+    assert t1.loc[("small", "grpo_lambda"), "aime24"] == pytest.approx(3 / 4)
+    assert t1.loc[("small", "grpo_lambda"), "average"] == pytest.approx(3 / 4)
+
+
+# Sampled completions of four problems, k = 3, in the order evaluate writes them (problem by problem):
+# p0 1 of 3 right, p1 3 of 3, p2 none, p3 1 of 3. Any right: p0, p1, p3 -> pass@3 = 3/4 (all three
+# right: p1 alone, 1/4); 5 of the 12 completions right.
+PASS_AT_K_SAMPLED = {"p0": [True, False, False], "p1": [True, True, True], "p2": [False, False, False],
+                     "p3": [False, True, False]}
+
+
+def test_pass_at_k_is_any_of_k_right_in_the_evaluation_summary():
+    from grpo_lambda.evaluate import _summary
+
+    greedy = [{"id": pid, "mode": "greedy", "sample": 0, "correct": pid == "p0", "formatted": True, "length": 4}
+              for pid in PASS_AT_K_SAMPLED]
+    sampled = [{"id": pid, "mode": "sampled", "sample": j, "correct": right, "formatted": True, "length": 6}
+               for pid, verdicts in PASS_AT_K_SAMPLED.items() for j, right in enumerate(verdicts)]
+    summary = _summary(greedy, sampled, 3)
+    assert summary["accuracy"] == pytest.approx(1 / 4) and summary["n"] == 4
+    assert summary["sampled"] == {"k": 3, "mean_accuracy": pytest.approx(5 / 12), "pass_at_k": pytest.approx(3 / 4)}
+
+
+def test_pass_at_k_is_any_of_k_right_in_the_tables():
+    keys = {"model": "small", "dataset": "math12k", "variant": "grpo", "seed": 0, "step": "final", "benchmark": "amc"}
+    rows = [{**keys, "id": pid, "mode": "greedy", "sample": 0, "correct": float(pid == "p0"), "formatted": 1.0,
+             "length": 4.0} for pid in PASS_AT_K_SAMPLED]
+    rows += [{**keys, "id": pid, "mode": "sampled", "sample": j, "correct": float(right), "formatted": 1.0,
+              "length": 6.0} for pid, verdicts in PASS_AT_K_SAMPLED.items() for j, right in enumerate(verdicts)]
+    row = aggregate.summarise(pd.DataFrame(rows)).iloc[0]
+    assert row.accuracy == pytest.approx(1 / 4) and row.n == 4
+    assert row.k == 3 and row.sampled_accuracy == pytest.approx(5 / 12) and row.pass_at_k == pytest.approx(3 / 4)

@@ -104,3 +104,54 @@ def test_no_logs_gives_an_empty_table_and_a_figure_that_says_so():
     assert frame.empty and list(frame.columns) == learning_speed.COLUMNS
     fig = figures.learning_speed_figure(cfg, frame)
     assert "no training logs" in fig.axes[0].texts[0].get_text()
+
+
+# --------------------------------------------------------------------------------------------------
+# Pairing by seed, with seeds far apart and a small gap that varies from seed to seed
+# --------------------------------------------------------------------------------------------------
+
+SPREAD_SEEDS = list(range(8))
+
+
+def spread_rise(variant: str, seed: int) -> int:
+    """The step where the reward jumps from 0.2 to 0.8: the baseline's seeds rise at steps 10 to 31,
+    three apart; "close" rises 1, 2 or 3 steps before the baseline's run of the same seed."""
+    base = 10 + 3 * seed
+    return base if variant == "grpo" else base - (1 + seed % 3)
+
+
+def spread_logs() -> pd.DataFrame:
+    rows = [{"model": "tiny", "dataset": "arith", "variant": v, "seed": s, "step": int(t),
+             "reward": 0.8 if t >= spread_rise(v, s) else 0.2}
+            for v in ("grpo", "close") for s in SPREAD_SEEDS for t in STEPS]
+    return pd.DataFrame(rows)
+
+
+def test_gaps_to_the_baseline_are_paired_by_seed():
+    cfg = config()
+    cfg["variants"] = {"grpo": cfg["variants"]["grpo"], "close": cfg["variants"]["fast"]}
+    cfg["seeds"] = SPREAD_SEEDS
+    cfg["report"] = {**cfg["report"], "bootstrap": 1000}
+    frame = learning_speed.learning_speed_table(cfg, spread_logs(), aggregate.report_options(cfg))
+    frame = frame.set_index("variant")
+    # start 0.2, the baseline's last 5 steps 0.8 (every seed has risen by step 31): threshold 0.5,
+    # reached at the rise itself (no smoothing)
+    assert frame.loc["close", "threshold"] == pytest.approx(0.5)
+    rise = {v: np.array([spread_rise(v, s) for s in SPREAD_SEEDS], dtype=float) for v in ("grpo", "close")}
+    # a seed's area is 0.2 + 0.6 × (the share of the 40 steps at or after its rise)
+    auc = {v: 0.2 + 0.6 * (STEPS[-1] - rise[v] + 1) / len(STEPS) for v in rise}
+    close = frame.loc["close"]
+    for stat, values in (("steps", rise), ("auc", auc)):
+        per_seed = values["close"] - values["grpo"]  # steps -1, -2, -3; area +0.015, +0.03, +0.045
+        n = len(SPREAD_SEEDS)
+        # Resampling the two arms apart would spread the gap by the seeds' own spread (rises 10 to 31):
+        # its normal interval would straddle 0 and be far wider than the per-seed gaps' range.
+        unpaired_sd = np.sqrt((np.var(values["close"]) + np.var(values["grpo"])) / n)
+        assert 1.96 * unpaired_sd > abs(per_seed.mean())
+        assert 2 * 1.96 * unpaired_sd > 3 * (per_seed.max() - per_seed.min())
+        # Paired by seed, every replicate is a mean of per-seed gaps, so the interval lies within their
+        # range; the gaps differ, so it is not a point.
+        low, high = close[f"{stat}_vs_baseline_low"], close[f"{stat}_vs_baseline_high"]
+        assert close[f"{stat}_vs_baseline"] == pytest.approx(per_seed.mean())
+        assert per_seed.min() - 1e-12 <= low < high <= per_seed.max() + 1e-12
+        assert bool(close[f"{stat}_distinguishable"])

@@ -150,6 +150,20 @@ def test_equivalences(answer, gold, expected):
     assert grade(boxed(answer), gold) is expected
 
 
+NEAR_THREE = ["3.004", "3.0001", "2.999", "-3.0001"]
+
+
+@pytest.mark.parametrize("gold", ["3", 3, 3.0, "3.0"], ids=repr)
+def test_an_integer_gold_wants_that_integer_not_a_number_near_it(gold):
+    """3, 3.0 and 3.00 are the answer 3; 3.004, 3.0001 and 2.999 are not, whatever form the gold takes
+    (no rounding tolerance in the string, sympy or math-verify comparisons), nor is -3.0001."""
+    for answer in ("3", "3.0", "3.00", r"x = 3.0"):
+        assert grade(boxed(answer), gold) is True, answer
+    for answer in NEAR_THREE:
+        assert grade(boxed(answer), gold) is False, answer
+    assert grade_many([boxed(a) for a in ["3.0", *NEAR_THREE]], [gold] * 5) == [True] + [False] * 4
+
+
 def test_hendrycks_normalisation():
     assert hendrycks_normalize(r"\left( 3, \dfrac{\pi}{2} \right)") == r"(3,\frac{\pi}{2})"
     assert hendrycks_normalize(r"\text{ 5 miles}") == "5"

@@ -1,0 +1,112 @@
+"""The ``paired`` table pairs over problems: a small gap between two arms that get mostly the same problems
+right is distinguishable, although each arm's accuracy alone is uncertain by far more than the gap.
+
+The fixtures of test_aggregate.py give every pair of arms either a large gap or none, where a paired
+and an unpaired interval reach the same verdict; here the arms agree on most problems and differ on a
+few, in both directions, so the per-problem differences are small and not constant.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import numpy as np
+import pytest
+
+from grpo_lambda.tables.cells import Cells
+from grpo_lambda.tables.collect import collect_samples
+from grpo_lambda.tables.options import report_options
+from grpo_lambda.tables.paired import paired_table
+
+SEEDS = [0, 1]
+Z = 1.959964  # the standard normal's 0.975 quantile
+
+
+def _right(n: int, ranges: list[tuple[int, int]]) -> np.ndarray:
+    """A 0/1 verdict vector of ``n`` problems, 1 on the half-open ``ranges``."""
+    verdicts = np.zeros(n)
+    for start, stop in ranges:
+        verdicts[start:stop] = 1.0
+    return verdicts
+
+
+# Per benchmark: the baseline's verdicts and the variant's. The variant gets the baseline's problems
+# right but for a few (lost) and a few more (gained).
+VERDICTS = {
+    # 300 problems: baseline 0..149 right; variant loses 0, 1 and gains 150..163: +12/300 = +0.04
+    "b300": (_right(300, [(0, 150)]), _right(300, [(2, 164)])),
+    # 200 problems: baseline 0..59 right; variant loses 0 and gains 60..69: +9/200 = +0.045
+    "b200": (_right(200, [(0, 60)]), _right(200, [(1, 70)])),
+}
+
+
+def make_config() -> dict:
+    return {
+        "models": {"m": {"source": "x"}},
+        "datasets": {"d": {"source": "registry"}},
+        "benchmarks": {b: {"source": "registry"} for b in VERDICTS},
+        "variants": {
+            "grpo": {"objective": "grpo"},
+            "lam": {"objective": "grpo_lambda", "lam": 0.99, "style": "recent", "update": "trace"},
+        },
+        "seeds": SEEDS,
+        "rl": {"max_steps": 10},
+        "evaluation": {"checkpoints": []},
+        "report": {"bootstrap": 2000},
+    }
+
+
+@pytest.fixture(scope="module")
+def paired(tmp_path_factory):
+    """The paired table of a results tree holding VERDICTS; both seeds of an arm answer alike, so
+    resampling seeds moves nothing and the interval is the problems' alone."""
+    root = tmp_path_factory.mktemp("paired")
+    config = make_config()
+    for benchmark, arms in VERDICTS.items():
+        for variant, verdicts in zip(("grpo", "lam"), arms):
+            for seed in SEEDS:
+                folder = Path(root) / "m" / "d" / variant / f"seed{seed}" / "eval" / "final"
+                folder.mkdir(parents=True, exist_ok=True)
+                lines = [json.dumps({"id": pid, "mode": "greedy", "sample": 0, "correct": bool(right)})
+                         for pid, right in enumerate(verdicts)]
+                (folder / f"{benchmark}.jsonl").write_text("\n".join(lines) + "\n")
+    options = report_options(config)
+    cells = Cells(collect_samples(root, config), config["benchmarks"], options)
+    return paired_table(cells, config, options)
+
+
+def _spread(benchmarks: list[str]) -> tuple[float, float, float]:
+    """(gap, paired sd, unpaired sd) of the unweighted mean over ``benchmarks`` of variant − baseline:
+    the bootstrap sd of a mean of n resampled values is the population sd / √n; paired resamples the
+    per-problem differences, unpaired the two arms on their own; benchmarks are independent."""
+    gap, paired_var, unpaired_var = 0.0, 0.0, 0.0
+    w = 1.0 / len(benchmarks)
+    for benchmark in benchmarks:
+        base, variant = VERDICTS[benchmark]
+        n = len(base)
+        gap += w * (variant.mean() - base.mean())
+        paired_var += w**2 * np.var(variant - base) / n
+        unpaired_var += w**2 * (np.var(variant) + np.var(base)) / n
+    return gap, float(np.sqrt(paired_var)), float(np.sqrt(unpaired_var))
+
+
+@pytest.mark.parametrize("benchmark, members", [("b300", ["b300"]), ("b200", ["b200"]),
+                                                ("average", ["b300", "b200"])])
+@pytest.mark.parametrize("dataset, method", [("d", "lam"), ("all", "grpo_lambda")])
+def test_a_small_gap_on_mostly_shared_problems_is_distinguishable(paired, benchmark, members, dataset, method):
+    gap, paired_sd, unpaired_sd = _spread(members)
+    # The fixture's point: resampling the arms apart would give an interval around the gap wider
+    # than the gap on either side, and over 2.5 times as wide as the paired one (2.9 to 3.1 here).
+    assert Z * unpaired_sd > gap > 0 and unpaired_sd > 2.5 * paired_sd
+    row = paired[(paired.dataset == dataset) & (paired.method == method) & (paired.benchmark == benchmark)]
+    assert len(row) == 1
+    row = row.iloc[0]
+    assert row["diff"] == pytest.approx(gap)
+    width = row.diff_high - row.diff_low
+    # A percentile interval of 2000 replicates: its width within 25% of the normal one, 2·z·sd.
+    assert 0.75 * 2 * Z * paired_sd < width < 1.25 * 2 * Z * paired_sd
+    assert row.diff_low < gap < row.diff_high
+    # The gap is at least 2.7 paired sds (3.0, 2.8 and 4.1 here): the paired interval excludes 0.
+    assert gap > 2.7 * paired_sd
+    assert row.diff_low > 0 and bool(row.distinguishable)
