@@ -143,6 +143,37 @@ def test_the_provenance_table_names_one_environment_per_stage_for_every_file(run
     assert set(table["torch"]) == {provenance.record()["torch"]}
 
 
+def test_every_cell_logged_its_completions_each_with_its_own_reward_and_advantage(run):
+    """Rows that kept their own reward and advantage obey TRL's group normalisation: advantage =
+    (reward - group mean) / (group std + 1e-4); completions shifted against their rewards would not."""
+    import numpy as np
+
+    from grpo_lambda import config as study
+    from grpo_lambda.completions import read_cell
+
+    config = study.load(str(E2E_CONFIG))
+    every = config["rl"]["log_completions"]["every"]
+    expected_steps = list(range(every, config["rl"]["max_steps"] + 1, every))
+    for cell in study.rl_cells(config):
+        folder = run / "results" / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
+        logged = read_cell(folder)
+        assert sorted(logged["step"].unique()) == expected_steps, folder
+        for (step, prompt), group in logged.groupby(["step", "prompt"]):
+            assert len(group) == config["rl"]["num_generations"]
+            rewards = group["reward"].to_numpy(dtype=float)
+            for completion, reward in zip(group["completion"], rewards):
+                assert reward == float(grade(completion, _gold(run, prompt)))
+            normalised = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-4)
+            assert np.allclose(group["advantage"].to_numpy(dtype=float), normalised, atol=1e-5), (step, group)
+    table = pd.read_csv(run / "results" / "tables" / "completions.csv")
+    assert set(table["phase"]) == {"early", "late"} and len(table) == 2 * 2 * len(study.rl_cells(config))
+
+
+def _gold(run, prompt):
+    rows = files.read_jsonl(run / "results" / "data" / "arith.jsonl")
+    return max((row for row in rows if row["problem"] in prompt), key=lambda row: len(row["problem"]))["answer"]
+
+
 def test_one_cell_is_rebuilt_alone(run):
     target = "results/tiny/arith/grpo/seed0/eval/final/arith-2.json"
     (run / target).unlink()

@@ -34,9 +34,11 @@ RL = {
     # The pipeline's own: a prompt filter and the reward function, not TRL fields.
     "max_prompt_length": (64, None), "reward": ("strict", None),
     "report_to": ("mlflow", "report_to"), "trl": ({"top_k": 5}, "top_k"),
+    # A callback of the pipeline's (grpo_lambda.completions), not TRL's log_completions.
+    "log_completions": ({"every": 3, "prompts": 1}, None),
 }
 # Change nothing a cell computes: a change resumes the cell (fingerprint.DISPLAY_KEYS).
-RL_KEEPS_FINGERPRINT = {"save_steps", "report_to"}
+RL_KEEPS_FINGERPRINT = {"save_steps", "report_to", "log_completions"}
 
 # variant key -> (the variant to set it on, the value, the GRPOLambdaConfig field it must set)
 LAMBDA = {"objective": "grpo_lambda", "lam": 0.99}

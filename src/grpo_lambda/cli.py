@@ -113,6 +113,22 @@ def cmd_status(args) -> None:
         print("\n".join(status.format_status(report)))
 
 
+def cmd_completions(args) -> None:
+    from grpo_lambda import completions
+
+    logged = completions.read_cell(args.cell)
+    if logged.empty:
+        raise UsageError(f"{args.cell} holds no logged completions (rl.log_completions, folder completions/)")
+    step = args.step if args.step is not None else int(logged["step"].max())
+    rows = logged[logged["step"] == step]
+    if rows.empty:
+        raise UsageError(f"{args.cell}: no completions logged at step {step}; logged: "
+                         f"{', '.join(str(s) for s in sorted(logged['step'].unique()))}")
+    for row in rows.head(args.limit).itertuples():
+        print(f"--- step {row.step}, reward {row.reward}, advantage {row.advantage:.3f}\n"
+              f"{row.prompt}\n>>> {row.completion}")
+
+
 def cmd_build_tiny(args) -> None:
     from grpo_lambda import tiny
 
@@ -288,6 +304,14 @@ def parser() -> argparse.ArgumentParser:
                      help="a started cell with no write for longer is stalled, not running (default: %(default)s)")
     sub.add_argument("--json", action="store_true", help="print the cells and totals as JSON, for scripts")
     sub.set_defaults(handler=cmd_status)
+
+    sub = stages.add_parser("completions", help="print a cell's latest logged training completions",
+                            description="The completions a cell logged at its latest (or a given) step "
+                                        "(rl.log_completions), with reward and advantage.")
+    sub.add_argument("cell", metavar="CELL", help="the cell folder, e.g. results/tiny/arith/grpo/seed0")
+    sub.add_argument("--step", type=int, help="the logged step (default: the latest)")
+    sub.add_argument("--limit", type=int, default=8, help="completions to print (default: %(default)s)")
+    sub.set_defaults(handler=cmd_completions)
 
     sub = stage("build-tiny", cmd_build_tiny, "build and save the offline tiny model", ["model"])
     sub.add_argument("--out", required=True, metavar="DIR", help="folder to write the model and tokenizer to")

@@ -8,6 +8,7 @@ Folder of a cell (``docs/results-format.md``)::
     model/                 the final model          train_log.csv   one row per step, written as it trains
     prompt_filter.json     how many training prompts ``rl.max_prompt_length`` left out
     provenance.json        the versions and commit that trained it (grpo_lambda.provenance)
+    completions/step-N.jsonl  a few groups of completions every rl.log_completions.every steps
     tensorboard/           TensorBoard event files (when rl.report_to includes tensorboard; by default when
                            tensorboard or tensorboardX is installed)
 """
@@ -23,6 +24,8 @@ from pathlib import Path
 from transformers import TrainerCallback, TrainerState
 
 from grpo_lambda import files, fingerprint, provenance
+from grpo_lambda.completions import FOLDER as COMPLETIONS
+from grpo_lambda.completions import WriteCompletions
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
@@ -274,12 +277,17 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
                                  target_modules=lora.get("target_modules", "all-linear"), task_type="CAUSAL_LM")
     lora_base = base if peft_config else None
     snapshots = SaveSnapshots(settings["checkpoints"], cell / "checkpoints", lora_base=lora_base)
+    callbacks = [StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / "train_log.csv")]
+    logged = settings["rl"].get("log_completions")
+    if logged:
+        callbacks.append(WriteCompletions(cell / COMPLETIONS, every=logged["every"], prompts=logged.get("prompts", 2)))
     trainer = GRPOLambdaTrainer(
         model=base, reward_funcs=REWARDS[settings["rl"].get("reward", "evaluation")], args=args, train_dataset=dataset,
-        processing_class=tokenizer, peft_config=peft_config,
-        callbacks=[StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / "train_log.csv")],
+        processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks,
     )
-    snapshots.trainer = trainer
+    for callback in callbacks:
+        if hasattr(callback, "trainer"):
+            callback.trainer = trainer
     if trainer.is_world_process_zero():
         files.write_json(cell / "prompt_filter.json", prompt_counts)
         files.write_json(cell / "provenance.json", provenance.record())

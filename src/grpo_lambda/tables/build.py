@@ -6,6 +6,8 @@ import os
 
 import pandas as pd
 
+from grpo_lambda import completions
+from grpo_lambda.config import rl_cells
 from grpo_lambda.learning_speed import learning_speed_table
 from grpo_lambda.tables.appendix_e import appendix_e, appendix_e_published
 from grpo_lambda.tables.cells import Cells
@@ -37,6 +39,7 @@ def build_tables(config: dict, results_dir: str | os.PathLike) -> dict[str, pd.D
         tables[f"appendix_e_{model}"] = appendix_e(by_variant, config, model, options)
     tables["appendix_e_published"] = appendix_e_published(by_variant, published_appendix, config, options)
     tables["paired"] = paired_table(cells, config, options)
+    tables["completions"] = completions.report_table(results_dir, rl_cells(config))
     tables["provenance"] = collect_provenance(results_dir, config)
     tables["missing"] = missing_cells(summary, config)
     return tables

@@ -16,7 +16,7 @@ def table_names(config: dict) -> list[str]:
     """The tables ``main`` writes (without extension), in order."""
     return (["results", "results_by_variant", "checkpoints", "table1", "learning_speed", "table1_published"]
             + [f"appendix_e_{model}" for model in config["models"]]
-            + ["appendix_e_published", "paired", "provenance", "missing"])
+            + ["appendix_e_published", "paired", "completions", "provenance", "missing"])
 
 
 TABLE_FORMATS = ("csv", "md", "tex")

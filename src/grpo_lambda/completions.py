@@ -1,0 +1,97 @@
+"""What the policy writes during training: a few groups of completions every ``rl.log_completions.every``
+steps, one JSONL file per logged step in the cell's ``completions/`` folder, for the report's
+``completions`` table and ``grpo-lambda completions``.
+
+TRL's own ``log_completions`` writes every logged step's whole generation batch as parquet into the
+trainer's output folder (here ``resume/``, which a settings change moves aside), and prints tables to the
+job log; this keeps a chosen number of prompts per logged step beside the model, written atomically,
+each completion with its reward and advantage.
+"""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pandas as pd
+from transformers import TrainerCallback
+
+from grpo_lambda import files
+
+FOLDER = "completions"
+COLUMNS = ["step", "prompt", "completion", "reward", "advantage"]
+
+
+def file_name(step: int) -> str:
+    return f"step-{step:06d}.jsonl"
+
+
+def group_rows(logs: dict, *, step: int, prompts: int) -> list[dict]:
+    """The rows of the first ``prompts`` distinct prompts of a generation batch as TRL keeps it
+    (``trainer._logs``: prompt, completion, rewards by reward function, advantages, in batch order)."""
+    rewards = [sum(values) for values in zip(*logs["rewards"].values())] if logs["rewards"] else []
+    advantages = list(logs["advantages"])
+    chosen, rows = [], []
+    for index, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"])):
+        key = str(prompt)
+        if key not in chosen:
+            if len(chosen) == prompts:
+                continue
+            chosen.append(key)
+        rows.append({"step": step, "prompt": _text(prompt), "completion": _text(completion),
+                     "reward": rewards[index] if index < len(rewards) else None,
+                     "advantage": advantages[index] if index < len(advantages) else None})
+    return rows
+
+
+def _text(value) -> str:
+    """A text prompt or completion as it is; a conversation as its messages' contents."""
+    if isinstance(value, str):
+        return value
+    return "\n".join(str(message.get("content", "")) for message in value)
+
+
+class WriteCompletions(TrainerCallback):
+    """Every ``every`` steps, the first ``prompts`` groups of the step's generation batch, written by the
+    main process (TRL gathers every process's completions there)."""
+
+    def __init__(self, folder: Path, *, every: int, prompts: int):
+        self.folder, self.every, self.prompts = Path(folder), every, prompts
+        self.trainer = None  # set once the trainer that calls back exists
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or "loss" not in (logs or {}) or state.global_step % self.every:
+            return
+        rows = group_rows(self.trainer._logs, step=state.global_step, prompts=self.prompts)
+        if rows:
+            files.write_jsonl(self.folder / file_name(state.global_step), rows)
+
+
+def read_cell(cell_dir: str | os.PathLike) -> pd.DataFrame:
+    """Every logged completion of a cell, in step order (an empty frame when none was logged)."""
+    paths = sorted(Path(cell_dir, FOLDER).glob("step-*.jsonl"))
+    rows = [row for path in paths for row in files.read_jsonl(path)]
+    return pd.DataFrame(rows, columns=COLUMNS)
+
+
+def report_table(results_dir: str | os.PathLike, cells: list[dict], *, per_phase: int = 2) -> pd.DataFrame:
+    """For each cell, ``per_phase`` completions of its first, middle and last logged step, with the
+    prompt they answer, their reward and advantage."""
+    parts = []
+    for cell in cells:
+        folder = Path(results_dir) / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
+        logged = read_cell(folder)
+        steps = sorted(logged["step"].unique())
+        if not steps:
+            continue
+        phases = {}  # step -> its phase; fewer than three logged steps give fewer phases
+        for phase, step in (("early", steps[0]), ("late", steps[-1]), ("middle", steps[len(steps) // 2])):
+            phases.setdefault(step, phase)
+        for step, phase in sorted(phases.items()):
+            chosen = logged[logged["step"] == step].head(per_phase)
+            parts.append(chosen.assign(model=cell["model"], dataset=cell["dataset"], variant=cell["variant"],
+                                       seed=cell["seed"], phase=phase))
+    columns = ["model", "dataset", "variant", "seed", "phase", *COLUMNS]
+    if not parts:
+        return pd.DataFrame(columns=columns)
+    return pd.concat(parts, ignore_index=True)[columns]

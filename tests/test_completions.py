@@ -1,0 +1,66 @@
+"""grpo_lambda.completions: the groups kept from a generation batch, the files, the report table, the CLI."""
+
+import subprocess
+from collections import defaultdict, deque
+
+import pytest
+
+from grpo_lambda import completions, files
+
+
+def _logs():
+    """A generation batch as TRL keeps it: 2 prompts x 3 completions, two reward functions."""
+    logs = {"prompt": deque(["p1"] * 3 + ["p2"] * 3), "completion": deque([f"c{i}" for i in range(6)]),
+            "rewards": defaultdict(deque), "advantages": deque([0.5, -0.25, -0.25, 1.0, 0.0, -1.0])}
+    logs["rewards"]["accuracy"].extend([1, 0, 0, 1, 0, 0])
+    logs["rewards"]["format"].extend([0.5, 0.5, 0, 0, 0, 0.5])
+    return logs
+
+
+def test_the_first_groups_are_kept_with_their_own_summed_reward_and_advantage():
+    rows = completions.group_rows(_logs(), step=7, prompts=1)
+    assert rows == [{"step": 7, "prompt": "p1", "completion": "c0", "reward": 1.5, "advantage": 0.5},
+                    {"step": 7, "prompt": "p1", "completion": "c1", "reward": 0.5, "advantage": -0.25},
+                    {"step": 7, "prompt": "p1", "completion": "c2", "reward": 0, "advantage": -0.25}]
+    both = completions.group_rows(_logs(), step=7, prompts=5)
+    assert [row["completion"] for row in both] == [f"c{i}" for i in range(6)]
+    assert both[5] == {"step": 7, "prompt": "p2", "completion": "c5", "reward": 0.5, "advantage": -1.0}
+    conversation = completions.group_rows({**_logs(), "prompt": deque([[{"role": "user", "content": "q"}]] * 6)},
+                                          step=1, prompts=1)
+    assert conversation[0]["prompt"] == "q" and len(conversation) == 6
+
+
+def _cell(tmp_path, steps):
+    cell = tmp_path / "results" / "tiny" / "arith" / "grpo" / "seed0"
+    for step in steps:
+        files.write_jsonl(cell / "completions" / completions.file_name(step),
+                          [{"step": step, "prompt": "p", "completion": f"s{step}-{i}", "reward": i % 2,
+                            "advantage": 0.1 * i} for i in range(3)])
+    return cell
+
+
+def test_the_report_table_shows_early_middle_and_late_steps(tmp_path):
+    _cell(tmp_path, [5, 10, 15, 20, 25])
+    cells = [{"model": "tiny", "dataset": "arith", "variant": "grpo", "seed": 0},
+             {"model": "tiny", "dataset": "arith", "variant": "grpo", "seed": 1}]  # nothing logged: no rows
+    table = completions.report_table(tmp_path / "results", cells)
+    assert list(zip(table["phase"], table["step"], table["completion"])) == [
+        ("early", 5, "s5-0"), ("early", 5, "s5-1"), ("middle", 15, "s15-0"), ("middle", 15, "s15-1"),
+        ("late", 25, "s25-0"), ("late", 25, "s25-1")]
+    one, two = tmp_path / "one", tmp_path / "two"
+    _cell(one, [4])
+    assert list(completions.report_table(one / "results", cells[:1])["phase"]) == ["early", "early"]
+    _cell(two, [2, 4])
+    assert list(completions.report_table(two / "results", cells[:1])["phase"]) == ["early"] * 2 + ["late"] * 2
+
+
+def test_the_cli_prints_the_latest_or_a_chosen_step_and_names_a_missing_one(tmp_path, cli):
+    cell = _cell(tmp_path, [5, 10])
+    latest = subprocess.run([cli, "completions", str(cell), "--limit", "2"], capture_output=True, text=True)
+    assert latest.returncode == 0, latest.stderr
+    assert "s10-0" in latest.stdout and "s10-1" in latest.stdout and "s10-2" not in latest.stdout
+    assert "s5-" not in latest.stdout
+    chosen = subprocess.run([cli, "completions", str(cell), "--step", "5"], capture_output=True, text=True)
+    assert "s5-2" in chosen.stdout
+    missing = subprocess.run([cli, "completions", str(cell), "--step", "7"], capture_output=True, text=True)
+    assert missing.returncode == 2 and "no completions logged at step 7; logged: 5, 10" in missing.stderr
