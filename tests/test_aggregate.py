@@ -481,11 +481,20 @@ def test_pass_at_k_is_any_of_k_right_in_the_evaluation_summary():
 
     greedy = [{"id": pid, "mode": "greedy", "sample": 0, "correct": pid == "p0", "formatted": True, "length": 4}
               for pid in PASS_AT_K_SAMPLED]
-    sampled = [{"id": pid, "mode": "sampled", "sample": j, "correct": right, "formatted": True, "length": 6}
+    answers = {"p0": ["4", "5", "5"], "p1": ["7", "7", "7"], "p2": [None, "1", "2"], "p3": ["1", "2", "3"]}
+    sampled = [{"id": pid, "mode": "sampled", "sample": j, "correct": right, "formatted": True, "length": 6,
+                "extracted": answers[pid][j]}
                for pid, verdicts in PASS_AT_K_SAMPLED.items() for j, right in enumerate(verdicts)]
-    summary = _summary(greedy, sampled, 3)
+    summary = _summary(greedy, sampled, 3, 4)
     assert summary["accuracy"] == pytest.approx(1 / 4) and summary["n"] == 4
-    assert summary["sampled"] == {"k": 3, "mean_accuracy": pytest.approx(5 / 12), "pass_at_k": pytest.approx(3 / 4)}
+    # pass@2 per problem: 1 - C(3-c, 2)/C(3, 2) = 2/3, 1, 0, 2/3; maj@3: "5" wrong, "7" right, "1" (the first of
+    # a tie) wrong, p2 "1" of a tie wrong.
+    assert summary["sampled"] == {"k": 3, "mean_accuracy": pytest.approx(5 / 12), "pass_at_k": pytest.approx(3 / 4),
+                                  "pass_at": {"1": pytest.approx(5 / 12), "2": pytest.approx(7 / 12),
+                                              "3": pytest.approx(3 / 4)},
+                                  "maj_at_k": pytest.approx(1 / 4)}
+    sampled_only = _summary([], sampled, 3, 4)
+    assert "accuracy" not in sampled_only and sampled_only["n"] == 4
 
 
 def test_pass_at_k_is_any_of_k_right_in_the_tables():
@@ -497,3 +506,62 @@ def test_pass_at_k_is_any_of_k_right_in_the_tables():
     row = aggregate.summarise(pd.DataFrame(rows)).iloc[0]
     assert row.accuracy == pytest.approx(1 / 4) and row.n == 4
     assert row.k == 3 and row.sampled_accuracy == pytest.approx(5 / 12) and row.pass_at_k == pytest.approx(3 / 4)
+
+
+def test_sampled_metrics_in_the_results_rows_by_hand():
+    """Four samples per problem: avg@4, the unbiased pass@1 and pass@2, pass@4 and maj@4, worked by hand."""
+    keys = {"model": "small", "dataset": "math12k", "variant": "grpo", "seed": 0, "step": "final", "benchmark": "amc"}
+    sampled = {"p0": [("7", 1), ("8", 0), ("7", 1), ("9", 0)],   # c=2: pass@2 = 1 - C(2,2)/C(4,2) = 5/6; maj 7: 1
+               "p1": [("3", 0), ("3", 0), ("2", 1), (None, 0)],  # c=1: pass@2 = 1 - C(3,2)/C(4,2) = 1/2; maj 3: 0
+               "p2": [("5", 0), (None, 0), ("6", 0), ("5", 0)]}  # c=0: 0; maj 0
+    rows = [{**keys, "id": pid, "mode": "sampled", "sample": j, "correct": float(right), "formatted": 1.0,
+             "length": 5.0, "extracted": answer}
+            for pid, draws in sampled.items() for j, (answer, right) in enumerate(draws)]
+    rows += [{**keys, "id": pid, "mode": "greedy", "sample": 0, "correct": 1.0, "formatted": 1.0, "length": 5.0,
+              "extracted": "x"} for pid in sampled]
+    row = aggregate.summarise(pd.DataFrame(rows)).iloc[0]
+    assert row.k == 4 and row.sampled_accuracy == pytest.approx(3 / 12) and row.pass_at_1 == pytest.approx(3 / 12)
+    assert row.pass_at_2 == pytest.approx((5 / 6 + 1 / 2 + 0) / 3)
+    assert row.pass_at_k == pytest.approx(2 / 3) and row.maj_at_k == pytest.approx(1 / 3)
+    assert "pass_at_4" not in row.index  # k itself is pass_at_k
+
+
+# Sampled completions of every problem: sample j of problem p is right when (p + j) % 4 < Q[variant], so
+# each problem's avg@4 is Q/4 exactly, and every greedy verdict stays as the tree writes it.
+Q = {"sft": 0, "grpo": 1, "rt98": 2, "rt99": 3, "bw99": 4, "same": 1}
+
+
+def test_report_metric_avg_puts_avg_at_k_in_table1_and_the_paired_table(tmp_path):
+    config = make_config()
+    config["evaluation"]["samples"] = 4
+    build_tree(tmp_path, config)
+    for path in tmp_path.rglob("*.jsonl"):
+        variant = path.parts[len(tmp_path.parts) + 2]
+        rows = [json.loads(line) for line in path.read_text().splitlines()]
+        rows += [{"id": row["id"], "mode": "sampled", "sample": j, "correct": (row["id"] + j) % 4 < Q[variant],
+                  "extracted": "1", "formatted": True, "length": 5} for row in rows for j in range(4)]
+        path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    greedy = aggregate.build_tables(config, tmp_path)
+    averaged = aggregate.build_tables({**config, "report": {**config["report"], "metric": "avg"}}, tmp_path)
+    t1 = averaged["table1"].set_index(["model", "method"])
+    assert t1.loc[("qwen15", "grpo"), "average"] == pytest.approx(1 / 4)
+    assert t1.loc[("qwen15", "grpo_lambda"), "average"] == pytest.approx((2 / 4 + 3 / 4) / 2)  # rt98, rt99
+    assert t1.loc[("small", "grpo_lambda"), "amc"] == pytest.approx(3 / 4)
+    assert t1.loc[("qwen15", "sft"), "average"] == 0.0
+    assert greedy["table1"].set_index(["model", "method"]).loc[("qwen15", "grpo"), "average"] == pytest.approx(
+        _average(_mean_over_dataset_and_seeds, "qwen15", "grpo"))
+    paired = averaged["paired"]
+    row = paired[(paired["model"] == "qwen15") & (paired["method"] == "rt99") & (paired["dataset"] == "gsm8k")
+                 & (paired["benchmark"] == "average")].iloc[0]
+    # The same gap on every problem: the paired interval has no width.
+    assert row["diff"] == pytest.approx(2 / 4) and row["diff_low"] == pytest.approx(2 / 4) == row["diff_high"]
+    results = averaged["results"].set_index(["model", "dataset", "variant", "seed", "benchmark"])
+    cell = results.loc[("qwen15", "gsm8k", "rt99", 0, "amc")]
+    assert cell["accuracy"] == pytest.approx(3 / 4) and cell["sampled_accuracy"] == pytest.approx(3 / 4)
+    assert cell["k"] == 4 and cell["pass_at_k"] == 1.0 and cell["pass_at_1"] == pytest.approx(3 / 4)
+    assert cell["pass_at_2"] == pytest.approx(1 - 0 / 6)  # one wrong of four: 1 - C(1, 2)/C(4, 2) = 1
+    assert cell["maj_at_k"] == pytest.approx(3 / 4)  # every sample answers "1": the first sample's verdict
+
+
+def _mean_over_dataset_and_seeds(model, variant, benchmark):
+    return np.mean([_mean_over_seeds(model, dataset, variant, benchmark) for dataset in DATASETS])

@@ -294,3 +294,31 @@ def test_a_lora_model_without_peft_is_refused_before_any_job(monkeypatch):
     assert importlib.util.find_spec("peft") is None
     monkeypatch.undo()
     assert importlib.util.find_spec("peft") is not None, "peft is in envs/requirements-cpu.txt: the rehearsal needs it"
+
+
+@pytest.mark.parametrize("protocol", ["avg32", "greedy"])
+def test_an_evaluation_protocol_merges_over_a_study(protocol, tmp_path):
+    from snakemake.utils import update_config
+
+    merged = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    update_config(merged, yaml.safe_load((ROOT / "config" / "protocols" / f"{protocol}.yaml").read_text()))
+    config = study.validate(merged)
+    assert config["report"]["metric"] == ("avg" if protocol == "avg32" else "greedy")
+    assert config["evaluation"]["greedy"] is (protocol == "greedy")
+    assert config["evaluation"]["max_new_tokens"] == 3000  # the study's own settings stay
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--directory", str(tmp_path),
+                           "--snakefile", str(ROOT / "Snakefile"), "--configfile", str(ROOT / "config" / "config.yaml"),
+                           str(ROOT / "config" / "protocols" / f"{protocol}.yaml")],
+                          capture_output=True, text=True, timeout=600)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+
+
+def test_a_metric_without_its_completions_is_refused_by_name():
+    config = copy.deepcopy(DEFAULT)
+    config["report"] = {"metric": "avg"}
+    with pytest.raises(study.ConfigError, match="report.metric avg needs sampled completions"):
+        study.validate(config)
+    config["report"] = {}
+    config["evaluation"] = {**config.get("evaluation", {}), "greedy": False, "samples": 4}
+    with pytest.raises(study.ConfigError, match="report.metric greedy needs the greedy pass"):
+        study.validate(config)

@@ -144,3 +144,23 @@ def test_shapes_and_levels_at_the_edges():
     for level in (0.0, 1.0):
         with pytest.raises(ValueError, match="level"):
             bootstrap_mean(np.ones(3), level=level)
+
+
+def test_the_unbiased_pass_at_k_by_hand():
+    from grpo_lambda.stats import pass_at_k
+
+    assert pass_at_k(4, 1, 2) == pytest.approx(1 - 3 / 6)     # 1 - C(3,2)/C(4,2)
+    assert pass_at_k(5, 2, 3) == pytest.approx(1 - 1 / 10)    # 1 - C(3,3)/C(5,3)
+    assert pass_at_k(8, 3, 1) == pytest.approx(3 / 8)         # k = 1: the share of correct samples
+    assert pass_at_k(3, 0, 3) == 0.0 and pass_at_k(3, 1, 3) == 1.0 and pass_at_k(6, 5, 2) == 1.0
+    with pytest.raises(ValueError, match="n=2, c=3, k=1"):
+        pass_at_k(2, 3, 1)
+
+
+def test_majority_vote_takes_the_most_frequent_answer_first_seen_on_ties_and_ignores_blanks():
+    from grpo_lambda.stats import majority_correct
+
+    assert majority_correct(["4", "5", "4", None], [1, 0, 1, 0]) == 1.0
+    assert majority_correct(["5", "4", "5", ""], [0, 1, 0, 0]) == 0.0
+    assert majority_correct(["4", "5"], [1, 0]) == 1.0 and majority_correct(["5", "4"], [0, 1]) == 0.0
+    assert majority_correct([None, None], [0, 0]) == 0.0

@@ -1,7 +1,8 @@
 """Evaluate one checkpoint on the benchmarks: per-sample JSONL and a summary JSON for each.
 
 Greedy decoding, one completion per problem, as the paper's evaluation protocol; optionally ``k``
-further sampled completions per problem for pass@k. All benchmarks of a checkpoint go through one
+sampled completions per problem for avg@k, pass@k and maj@k (``evaluation.greedy: false``: those
+alone, config/protocols/avg32.yaml). All benchmarks of a checkpoint go through one
 generation call, so the model (or the vLLM engine) is loaded once. Formats: ``docs/results-format.md``.
 """
 
@@ -16,6 +17,7 @@ from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.generation import generate
 from grpo_lambda.models import load_tokenizer
 from grpo_lambda.rewards import grade_many_details
+from grpo_lambda.stats import majority_correct, pass_at_k
 
 log = logging.getLogger(__name__)
 
@@ -32,17 +34,27 @@ def _graded_samples(rows, completions, mode, grader_timeout):
             for (row, j, text, length), detail in zip(flat, details)]
 
 
-def _summary(greedy: list[dict], sampled: list[dict], k: int) -> dict:
-    summary = {"n": len(greedy),
-               "accuracy": statistics.fmean(s["correct"] for s in greedy),
-               "formatted": statistics.fmean(s["formatted"] for s in greedy),
-               "mean_length": statistics.fmean(s["length"] for s in greedy)}
+def _summary(greedy: list[dict], sampled: list[dict], k: int, n: int) -> dict:
+    """The greedy figures (absent in a sampled-only evaluation) and, with k samples per problem, avg@k
+    (mean_accuracy), the unbiased pass@j for j = 1, 2, 4, ... below k and pass@k, and maj@k."""
+    summary: dict = {"n": n}
+    if greedy:
+        summary.update(accuracy=statistics.fmean(s["correct"] for s in greedy),
+                       formatted=statistics.fmean(s["formatted"] for s in greedy),
+                       mean_length=statistics.fmean(s["length"] for s in greedy))
     if k:
-        solved: dict[str, bool] = {}
+        by_problem: dict[str, list[dict]] = {}
         for sample in sampled:
-            solved[sample["id"]] = solved.get(sample["id"], False) or sample["correct"]
-        summary["sampled"] = {"k": k, "mean_accuracy": statistics.fmean(s["correct"] for s in sampled),
-                              "pass_at_k": statistics.fmean(solved.values())}
+            by_problem.setdefault(sample["id"], []).append(sample)
+        right = [sum(bool(s["correct"]) for s in samples) for samples in by_problem.values()]
+        levels = [2 ** power for power in range(k.bit_length()) if 2 ** power < k] + [k]
+        summary["sampled"] = {
+            "k": k, "mean_accuracy": statistics.fmean(s["correct"] for s in sampled),
+            "pass_at_k": statistics.fmean(pass_at_k(k, c, k) for c in right),
+            "pass_at": {str(j): statistics.fmean(pass_at_k(k, c, j) for c in right) for j in levels},
+            "maj_at_k": statistics.fmean(majority_correct([s.get("extracted") for s in samples],
+                                                          [s["correct"] for s in samples])
+                                         for samples in by_problem.values())}
     return summary
 
 
@@ -61,17 +73,21 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
     prompts = [prompt_text(tokenizer, settings["model"]["prompt"], row["problem"]) for row in rows]
     generation = {key: options[key] for key in ("backend", "max_new_tokens", "max_model_len", "batch_size", "dtype")}
     what = f"evaluate {model_path}: {len(rows)} problems of {', '.join(benchmarks)}"
-    greedy_completions = generate(model_path, prompts, greedy=True, seed=seed or 0, description=f"{what}, greedy",
-                                  **generation)
-    greedy = _graded_samples(rows, greedy_completions, "greedy", options["grader_timeout"])
-    too_long = set(greedy_completions.too_long)
     k = options["samples"]
-    sampled = []
+    if not options.get("greedy", True) and not k:
+        raise ValueError("evaluation.greedy is false and evaluation.samples is 0: nothing to evaluate")
+    greedy, sampled, too_long = [], [], set()
+    if options.get("greedy", True):
+        greedy_completions = generate(model_path, prompts, greedy=True, seed=seed or 0,
+                                      description=f"{what}, greedy", **generation)
+        greedy = _graded_samples(rows, greedy_completions, "greedy", options["grader_timeout"])
+        too_long = set(greedy_completions.too_long)
     if k:
         completions = generate(model_path, prompts, greedy=False, n=k, temperature=options["temperature"],
                                top_p=options["top_p"], seed=seed or 0, description=f"{what}, {k} samples each",
                                **generation)
         sampled = _graded_samples(rows, completions, "sampled", options["grader_timeout"])
+        too_long |= set(completions.too_long)
     made_by = provenance.record(vllm=options["backend"] == "vllm")
     summaries, start = {}, 0
     for name, bench_rows in benchmarks.items():
@@ -79,7 +95,7 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
         own_greedy, own_sampled = greedy[start:end], sampled[start * k:end * k]  # samples follow row order
         summary = {"model": settings["model"]["name"], "dataset": settings["dataset"],
                    "variant": settings["variant"], "seed": seed, "step": step, "benchmark": name,
-                   **_summary(own_greedy, own_sampled, k),
+                   **_summary(own_greedy, own_sampled, k, len(bench_rows)),
                    # A prompt that fills max_model_len gets no completion on either backend and counts as wrong.
                    "prompts_too_long": sum(index in too_long for index in range(start, end)),
                    "checkpoint": model_path, "provenance": made_by,
@@ -89,5 +105,7 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
         files.write_json(Path(out_dir) / f"{name}.json", summary)
         summaries[name] = summary
         start = end
-        log.info("%s on %s: accuracy %.3f (%d problems)", model_path, name, summary["accuracy"], len(bench_rows))
+        shown = summary["accuracy"] if greedy else summary["sampled"]["mean_accuracy"]
+        log.info("%s on %s: %s %.3f (%d problems)", model_path, name, "accuracy" if greedy else f"avg@{k}", shown,
+                 len(bench_rows))
     return summaries

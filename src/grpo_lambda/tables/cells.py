@@ -10,15 +10,31 @@ import pandas as pd
 from grpo_lambda.stats import Interval, Term, bootstrap_linear
 from grpo_lambda.tables.keys import AVERAGE, FINAL
 
+METRICS = ("greedy", "avg")
+
+
+def verdicts(samples: pd.DataFrame, metric: str) -> pd.DataFrame:
+    """One row per evaluated problem: ``greedy``, the greedy completion's verdict (the paper's protocol);
+    ``avg``, the mean verdict of the problem's sampled completions (avg@k, pass@1 estimated from k samples,
+    as DAPO and lighteval report AIME)."""
+    if metric == "greedy":
+        return samples[samples["mode"] == "greedy"]
+    sampled = samples[samples["mode"] == "sampled"]
+    return (sampled.groupby(["model", "dataset", "variant", "seed", "step", "benchmark", "id"], dropna=False,
+                            sort=False, observed=True)["correct"].mean().reset_index())
+
+
 class Cells:
-    """Greedy verdicts as (seeds × problems) matrices, one per model × dataset × variant × step ×
-    benchmark; the columns of one benchmark are the same problems, in the same order, everywhere."""
+    """Per-problem verdicts (``report.metric``) as (seeds × problems) matrices, one per model × dataset ×
+    variant × step × benchmark; the columns of one benchmark are the same problems, in the same order,
+    everywhere. With ``avg`` a problem's value is its samples' mean: intervals resample problems and
+    seeds, not the samples within a problem."""
 
     def __init__(self, samples: pd.DataFrame, benchmarks: Iterable[str], options: dict):
         self.benchmarks = list(benchmarks)
         self.n_boot, self.level, self.seed = options["bootstrap"], float(options["level"]), options["seed"]
         self.resampling_cache: dict = {}
-        greedy = samples[samples["mode"] == "greedy"]
+        greedy = verdicts(samples, options.get("metric", "greedy"))
         self.matrices: dict[tuple, tuple[list, np.ndarray]] = {}
         for benchmark, rows in greedy.groupby("benchmark", sort=False, observed=True):
             problem_ids = sorted(rows["id"].unique())

@@ -12,6 +12,7 @@ import pandas as pd
 
 from grpo_lambda import files
 from grpo_lambda.config import model_checkpoints, model_datasets, model_variants, rl_settings
+from grpo_lambda.stats import majority_correct, pass_at_k
 from grpo_lambda.tables.keys import FINAL, KEYS, SFT
 
 def final_step(config: dict, model: str) -> int:
@@ -43,12 +44,13 @@ def eval_file(results_dir: str | os.PathLike, model: str, dataset: str, variant:
     return base / "eval" / str(step) / f"{benchmark}.jsonl"
 
 
-_SAMPLE_FIELDS = ["id", "mode", "sample", "correct", "formatted", "length"]
+_SAMPLE_FIELDS = ["id", "mode", "sample", "correct", "formatted", "length", "extracted"]
 
 
 # What a per-sample evaluation line must hold (docs/results-format.md); the other fields may be absent.
 _SAMPLE_REQUIRED = {"id": (str, int), "correct": (bool, int, float)}
-_SAMPLE_OPTIONAL = {"mode": str, "sample": int, "formatted": (bool, int, float), "length": (int, float)}
+_SAMPLE_OPTIONAL = {"mode": str, "sample": int, "formatted": (bool, int, float), "length": (int, float),
+                    "extracted": str}
 
 
 def _read_samples(path: Path, columns: dict[str, list]) -> int:
@@ -78,6 +80,7 @@ def _read_samples(path: Path, columns: dict[str, list]) -> int:
         columns["correct"].append(float(bool(row["correct"])))
         columns["formatted"].append(float(bool(row.get("formatted"))))
         columns["length"].append(float("nan") if length is None else float(length))
+        columns["extracted"].append(row.get("extracted"))  # maj@k's votes
         count += 1
     summary.rows = count
     if summary.total_skipped or summary.duplicates:
@@ -90,7 +93,8 @@ def collect_samples(results_dir: str | os.PathLike, config: dict) -> pd.DataFram
 
     Columns: model, dataset, variant, seed (nullable; empty for SFT), step (``final`` or a step
     number, as text), benchmark, id (text), mode (greedy | sampled), sample, correct, formatted
-    (0/1 floats) and length (tokens). Absent files are skipped (see :func:`missing_cells`).
+    (0/1 floats), length (tokens) and extracted (the graded answer, or None). Absent files are skipped
+    (see :func:`missing_cells`).
     """
     columns: dict[str, list] = {name: [] for name in KEYS + _SAMPLE_FIELDS}
     for cell in expected_cells(config):
@@ -113,9 +117,11 @@ _SAMPLE_DTYPES = {"seed": "Int64", "sample": "int64", "correct": "float64", "for
 def summarise(samples: pd.DataFrame) -> pd.DataFrame:
     """One row per model × dataset × variant × seed × step × benchmark.
 
-    accuracy, formatted and mean_length are over the greedy samples (n of them); when sampled
-    completions exist: k, sampled_accuracy (mean over all sampled completions) and pass_at_k
-    (share of problems with at least one correct sample).
+    accuracy, formatted and mean_length are over the greedy samples (n of them; absent in a sampled-only
+    evaluation); when sampled completions exist (k per problem): sampled_accuracy (avg@k: the mean over
+    all sampled completions), pass_at_k (the share of problems with a correct sample; the unbiased
+    estimator at k = n) and pass_at_1 ... pass_at_<k/2> for the powers of two below k (Chen et al.'s
+    unbiased estimator, stats.pass_at_k), and maj_at_k (the majority answer's verdict, stats.majority_correct).
     """
     greedy = samples[samples["mode"] == "greedy"]
     summary = (greedy.groupby(KEYS, dropna=False, sort=False, observed=True)
@@ -124,12 +130,24 @@ def summarise(samples: pd.DataFrame) -> pd.DataFrame:
                .reset_index())
     sampled = samples[samples["mode"] == "sampled"]
     if not sampled.empty:
-        per_problem = sampled.groupby(KEYS + ["id"], dropna=False, sort=False, observed=True)["correct"].max()
-        extra = (sampled.groupby(KEYS, dropna=False, sort=False, observed=True)
-                 .agg(k=("sample", lambda s: int(s.max()) + 1), sampled_accuracy=("correct", "mean"))
-                 .join(per_problem.groupby(KEYS, dropna=False, sort=False, observed=True).mean().rename("pass_at_k"))
-                 .reset_index())
-        summary = summary.merge(extra, on=KEYS, how="left")
+        votes = sampled["extracted"] if "extracted" in sampled else pd.Series(None, index=sampled.index)
+        per_problem = (sampled.groupby(KEYS + ["id"], dropna=False, sort=False, observed=True)
+                       .agg(samples=("correct", "size"), right=("correct", "sum"),
+                            maj=("correct", lambda verdicts: majority_correct(list(votes[verdicts.index]),
+                                                                              list(verdicts))))
+                       .reset_index())
+        k = int(per_problem["samples"].max())
+        estimated = {"pass_at_k": lambda row: pass_at_k(int(row.samples), int(row.right), int(row.samples))}
+        for j in (2 ** power for power in range(k.bit_length()) if 2 ** power < k):
+            estimated[f"pass_at_{j}"] = lambda row, j=j: pass_at_k(int(row.samples), int(row.right),
+                                                                   min(j, int(row.samples)))
+        for column, estimate in estimated.items():
+            per_problem[column] = [estimate(row) for row in per_problem.itertuples()]
+        extra = (per_problem.groupby(KEYS, dropna=False, sort=False, observed=True)
+                 .agg(k=("samples", "max"), **{column: (column, "mean") for column in [*estimated, "maj"]})
+                 .rename(columns={"maj": "maj_at_k"}))
+        extra["sampled_accuracy"] = sampled.groupby(KEYS, dropna=False, sort=False, observed=True)["correct"].mean()
+        summary = summary.merge(extra.reset_index(), on=KEYS, how="outer" if summary.empty else "left")
     summary["seed"] = summary["seed"].astype("Int64")
     return summary
 

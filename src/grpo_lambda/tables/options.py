@@ -12,6 +12,7 @@ REPORT_DEFAULTS = {
     "figure1_model": None,
     "smoothing": "auto",
     "final_window": 20,
+    "metric": "greedy",
 }
 SELECTOR_FIELDS = ("objective", "lam", "gamma", "style", "form", "update", "eps")
 FIGURE1_PAPER_MODEL = "DeepSeek-R1-Distill-Qwen-7B"
@@ -33,6 +34,13 @@ def report_options(config: dict) -> dict:
         raise ValueError(f"report.smoothing must be 'auto' or a number in [0, 1), got {options['smoothing']!r}")
     if not isinstance(options["final_window"], int) or options["final_window"] < 1:
         raise ValueError(f"report.final_window must be an integer >= 1, got {options['final_window']!r}")
+    if options["metric"] not in ("greedy", "avg"):
+        raise ValueError(f"report.metric must be 'greedy' (the paper's protocol) or 'avg' (avg@k over "
+                         f"evaluation.samples), got {options['metric']!r}")
+    if options["metric"] == "avg" and not (config.get("evaluation") or {}).get("samples"):
+        raise ValueError("report.metric 'avg' needs sampled completions: set evaluation.samples")
+    if options["metric"] == "greedy" and (config.get("evaluation") or {}).get("greedy") is False:
+        raise ValueError("report.metric 'greedy' needs the greedy pass that evaluation.greedy: false leaves out")
     if options["baseline"] is None:
         grpo = [name for name, spec in config["variants"].items() if spec["objective"] == "grpo"]
         options["baseline"] = grpo[0] if grpo else next(iter(config["variants"]))

@@ -36,12 +36,20 @@ def results_table(summary: pd.DataFrame, cells: Cells, config: dict) -> pd.DataF
             accuracy = cells.interval(terms)
             sft = _estimate(sft_terms)
             part = by_bench.loc[members]
+            sampled = {column: part[column].mean() for column in sampled_columns(summary)}
             rows.append({"model": model, "dataset": dataset, "variant": variant, "seed": seed,
                          **_variant_columns(config, variant), "benchmark": target, "n": int(part["n"].sum()),
                          **_interval_columns("accuracy", accuracy),
                          "formatted": part["formatted"].mean(), "mean_length": part["mean_length"].mean(),
-                         "sft_accuracy": sft, "gain": accuracy.estimate - sft if variant != SFT else np.nan})
-    return _order(pd.DataFrame(rows, columns=_RESULTS_COLUMNS), config)
+                         "sft_accuracy": sft, "gain": accuracy.estimate - sft if variant != SFT else np.nan,
+                         **sampled})
+    return _order(pd.DataFrame(rows, columns=_RESULTS_COLUMNS + sampled_columns(summary)), config)
+
+
+def sampled_columns(summary: pd.DataFrame) -> list[str]:
+    """The sampled-completion figures the summary holds (collect.summarise), in reading order."""
+    passes = sorted((c for c in summary.columns if c.startswith("pass_at_") and c[8:].isdigit()), key=lambda c: int(c[8:]))
+    return [c for c in ["k", "sampled_accuracy", *passes, "pass_at_k", "maj_at_k"] if c in summary.columns]
 
 
 _RESULTS_COLUMNS = ["model", "dataset", "variant", "seed", "label", "objective", "form", "benchmark", "n",
