@@ -322,3 +322,12 @@ def test_a_metric_without_its_completions_is_refused_by_name():
     config["evaluation"] = {**config.get("evaluation", {}), "greedy": False, "samples": 4}
     with pytest.raises(study.ConfigError, match="report.metric greedy needs the greedy pass"):
         study.validate(config)
+
+
+def test_the_methods_at_paper_scale_start_and_train_as_the_paper_grid():
+    """config/beyond.yaml's cells must be comparable with the grid's: the same SFT stage and RL settings."""
+    paper = study.load(ROOT / "config" / "paper.yaml")
+    beyond = study.load(ROOT / "config" / "beyond.yaml")
+    assert beyond["sft"] == paper["sft"]
+    assert {k: v for k, v in beyond["rl"].items() if k != "trl"} == {k: v for k, v in paper["rl"].items() if k != "trl"}
+    assert beyond["evaluation"] == paper["evaluation"]
