@@ -22,6 +22,9 @@ def test_the_first_groups_are_kept_with_their_own_summed_reward_and_advantage():
     assert rows == [{"step": 7, "prompt": "p1", "completion": "c0", "reward": 1.5, "advantage": 0.5},
                     {"step": 7, "prompt": "p1", "completion": "c1", "reward": 0.5, "advantage": -0.25},
                     {"step": 7, "prompt": "p1", "completion": "c2", "reward": 0, "advantage": -0.25}]
+    # The training reward: the format reward at weight 0, as the pipeline trains.
+    weighted = completions.group_rows(_logs(), step=7, prompts=1, weights={"accuracy": 1.0, "format": 0.0})
+    assert [row["reward"] for row in weighted] == [1, 0, 0]
     both = completions.group_rows(_logs(), step=7, prompts=5)
     assert [row["completion"] for row in both] == [f"c{i}" for i in range(6)]
     assert both[5] == {"step": 7, "prompt": "p2", "completion": "c5", "reward": 0.5, "advantage": -1.0}

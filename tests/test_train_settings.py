@@ -135,3 +135,12 @@ def test_a_variant_setting_reaches_trl_and_the_fingerprint(key, tmp_path, inputs
         assert _field(args, field) == value and before != value, (key, before)
     same = _hash(changed, inputs) == _hash(settings, inputs)
     assert same == (key == "label"), key
+
+
+def test_the_format_reward_trains_at_weight_zero(tmp_path):
+    args = train.build_config(_settings(), output_dir=str(tmp_path), seed=0)
+    assert args.reward_weights == [1.0, 0.0]
+    bad = copy.deepcopy(CONFIG)
+    bad["rl"]["trl"] = {"reward_weights": [1.0, 1.0]}
+    with pytest.raises(study.ConfigError, match="rl.trl.reward_weights is set by the pipeline itself"):
+        study.validate(bad)

@@ -26,10 +26,14 @@ def file_name(step: int) -> str:
     return f"step-{step:06d}.jsonl"
 
 
-def group_rows(logs: dict, *, step: int, prompts: int) -> list[dict]:
+def group_rows(logs: dict, *, step: int, prompts: int, weights: dict[str, float] | None = None) -> list[dict]:
     """The rows of the first ``prompts`` distinct prompts of a generation batch as TRL keeps it
-    (``trainer._logs``: prompt, completion, rewards by reward function, advantages, in batch order)."""
-    rewards = [sum(values) for values in zip(*logs["rewards"].values())] if logs["rewards"] else []
+    (``trainer._logs``: prompt, completion, rewards by reward function, advantages, in batch order); a
+    row's reward is the training reward, the reward functions' sum by ``weights`` (default 1 each)."""
+    weights = weights or {}
+    names = list(logs["rewards"])
+    rewards = [sum(weights.get(name, 1.0) * value for name, value in zip(names, values))
+               for values in zip(*logs["rewards"].values())] if names else []
     advantages = list(logs["advantages"])
     chosen, rows = [], []
     for index, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"])):
@@ -62,7 +66,8 @@ class WriteCompletions(TrainerCallback):
     def on_log(self, args, state, control, logs=None, **kwargs):
         if not state.is_world_process_zero or "loss" not in (logs or {}) or state.global_step % self.every:
             return
-        rows = group_rows(self.trainer._logs, step=state.global_step, prompts=self.prompts)
+        weights = dict(zip(self.trainer.reward_func_names, self.trainer.reward_weights.tolist()))
+        rows = group_rows(self.trainer._logs, step=state.global_step, prompts=self.prompts, weights=weights)
         if rows:
             files.write_jsonl(self.folder / file_name(state.global_step), rows)
 

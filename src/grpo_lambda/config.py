@@ -322,7 +322,8 @@ def _check_variants(config: dict, source: str) -> None:
 # Set by the pipeline itself (grpo_lambda.train.build_config): rl.trl may not override them.
 PIPELINE_TRL_KEYS = {"output_dir": None, "max_steps": "rl.max_steps", "seed": "seeds",
                      "logging_steps": None, "logging_nan_inf_filter": None, "save_strategy": None,
-                     "save_steps": "rl.save_steps", "save_total_limit": None, "report_to": None}
+                     "save_steps": "rl.save_steps", "save_total_limit": None, "report_to": None,
+                     "reward_weights": None}
 
 
 # A base class imported from a package that re-exports it lazily -> the module that defines it.

@@ -47,6 +47,7 @@ LOG_COLUMNS = {
     "clip_ratio_low": "clip_ratio/low_mean",
     "clip_ratio_high": "clip_ratio/high_mean",
     "clip_ratio_region": "clip_ratio/region_mean",
+    "format_reward": "rewards/format_reward/mean",
     "trace_weight": "trace_weight",
     "trace_token_fraction": "trace_token_fraction",
     "dropped_groups": "dynamic_sampling/dropped_groups",
@@ -229,6 +230,8 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
         "run_name": run_name(settings, seed),
         "disable_tqdm": not progress.interactive(),  # a job log gets ProgressLines instead
     }
+    # The training reward and, at weight 0, the format reward (logged only: see _run).
+    kwargs["reward_weights"] = [1.0, 0.0]
     kwargs.update({key: rl[key] for key in TRL_KEYS if key in rl})
     kwargs.update(rl.get("trl", {}))
     kwargs.update(variant_config_kwargs(settings["variant"]))
@@ -256,7 +259,7 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
 
 def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) -> None:
     from grpo_lambda import progress
-    from grpo_lambda.rewards import REWARDS
+    from grpo_lambda.grading import REWARDS, format_reward
     from grpo_lambda.trainer import GRPOLambdaTrainer
 
     cell = Path(cell_dir)
@@ -282,7 +285,8 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     if logged:
         callbacks.append(WriteCompletions(cell / COMPLETIONS, every=logged["every"], prompts=logged.get("prompts", 2)))
     trainer = GRPOLambdaTrainer(
-        model=base, reward_funcs=REWARDS[settings["rl"].get("reward", "evaluation")], args=args, train_dataset=dataset,
+        model=base, reward_funcs=[REWARDS[settings["rl"].get("reward", "evaluation")], format_reward], args=args,
+        train_dataset=dataset,
         processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks,
     )
     for callback in callbacks:

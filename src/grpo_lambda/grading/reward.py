@@ -1,4 +1,5 @@
-"""The TRL reward functions: the evaluation grader as an RL reward, and its strict variant."""
+"""The TRL reward functions: the evaluation grader as an RL reward, its strict variant, and the format
+reward the pipeline logs at weight 0."""
 
 from __future__ import annotations
 
@@ -69,6 +70,13 @@ def make_accuracy_reward(*, timeout: float = DEFAULT_TIMEOUT, processes: int | N
 
     accuracy_reward.__name__ = "strict_accuracy_reward" if strict else "accuracy_reward"
     return accuracy_reward
+
+
+def format_reward(completions, **kwargs) -> list[float]:
+    """1.0 when a completion holds a final ``\\boxed{}`` answer the grader can read (its ``formatted``),
+    else 0.0. Trained at weight 0: TRL logs it as ``rewards/format_reward/mean``, the format reward the
+    paper monitors (§4.2, weight 0 in Table 2), without changing the training signal."""
+    return [float(extract_boxed(_completion_text(completion)) is not None) for completion in completions]
 
 
 accuracy_reward = make_accuracy_reward()
