@@ -199,3 +199,54 @@ def test_a_trained_cell_whose_evaluation_failed_is_failed_with_the_step_and_line
     cell = _by_name(grid_status(study))["tiny/arith/grpo/seed0"]
     assert cell["state"] == "failed"
     assert cell["reason"] == f"evaluation of 8 failed: MemoryError: out of room  ({log})"
+
+
+# ---- staleness in minutes, speed from the newest steps, a bare traceback -------------------------
+
+
+def _age(path, now, minutes):
+    os.utime(path, (now - 60 * minutes, now - 60 * minutes))
+
+
+def test_stale_minutes_are_minutes_a_cell_quiet_for_five_is_running_for_thirty_one_stalled(study):
+    now = time.time()
+    _age(_train_log(study, "grpo", 0, 3), now, 5)  # written 5 min ago: within 30 min
+    _age(_log(study, "grpo", 1, "step 2\n"), now, 20)  # only its job log, 20 min ago
+    _age(_train_log(study, "grpo", 2, 3), now, 31)  # 31 min ago: past 30 min
+    cells = _by_name(grid_status(study, stale_minutes=30, now=now))
+    assert cells["tiny/arith/grpo/seed0"]["state"] == "running"
+    assert cells["tiny/arith/grpo/seed1"]["state"] == "running"
+    stalled = cells["tiny/arith/grpo/seed2"]
+    assert stalled["state"] == "stalled" and stalled["reason"] == "nothing written for 31 min"
+    # A tighter threshold makes the 5-minute-old cell stalled too.
+    assert _by_name(grid_status(study, stale_minutes=4, now=now))["tiny/arith/grpo/seed0"]["state"] == "stalled"
+
+
+def test_speed_and_eta_come_from_the_newest_ten_steps_not_the_first(study):
+    """Steps 1-5 took 60 s (warm-up, compilation), steps 6-15 took 3 s: 20 steps/min now."""
+    max_steps = study["rl"]["max_steps"]
+    assert max_steps > 15
+    rows = [{column: None for column in LOG_COLUMNS} | {"step": step, "reward": 0.0,
+                                                         "step_time": 60.0 if step <= 5 else 3.0}
+            for step in range(1, 16)]
+    path = os.path.join(_cell_folder(study, "grpo", 1), "train_log.csv")
+    os.makedirs(os.path.dirname(path))
+    write_train_log(path, rows)
+    cell = _by_name(grid_status(study))["tiny/arith/grpo/seed1"]
+    assert cell["state"] == "running" and cell["step"] == 15
+    assert cell["steps_per_minute"] == pytest.approx(20.0)  # 60 / 3
+    assert cell["eta_minutes"] == pytest.approx((max_steps - 15) * 3.0 / 60.0)
+
+
+def test_a_log_ending_in_a_traceback_without_its_exception_line_is_failed(study):
+    """A job killed while printing its traceback (or whose last line went to another stream) still failed."""
+    log = _log(study, "grpo", 0, 'step 2\nTraceback (most recent call last):\n'
+                                 '  File "/x/train.py", line 3, in <module>\n    main()\n')
+    _train_log(study, "grpo", 0, 2)
+    report = grid_status(study, stale_minutes=30)
+    cell = _by_name(report)["tiny/arith/grpo/seed0"]
+    assert cell["state"] == "failed"
+    assert cell["reason"] == "a traceback without its exception line: see the log"
+    assert cell["log"] == log
+    line = next(line for line in format_status(report) if line.startswith("tiny/arith/grpo/seed0 "))
+    assert "a traceback without its exception line" in line and log in line
