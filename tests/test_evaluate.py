@@ -9,18 +9,24 @@ from grpo_lambda import evaluate, files
 from grpo_lambda.data import arith
 
 
+def _settings(*, samples: int) -> dict:
+    """An evaluate stage's settings: the tiny model's plain prompt, 8 new tokens, ``samples`` per problem."""
+    evaluation = study.validate({"models": {"m": {"source": "tiny", "prompt": "plain"}},
+                                 "datasets": {"d": {"source": "synthetic", "n": 1, "seed": 0}},
+                                 "benchmarks": {"b": {"source": "synthetic", "n": 1, "seed": 0, "level": 1}},
+                                 "variants": {"grpo": {"objective": "grpo"}}, "seeds": [0],
+                                 "evaluation": {"max_new_tokens": 8, "samples": samples}})["evaluation"]
+    return {"model": {"name": "tiny", "prompt": "plain"}, "dataset": "arith", "variant": "grpo",
+            "evaluation": evaluation}
+
+
 def test_each_benchmark_gets_its_own_samples_and_a_summary_that_adds_up(tmp_path, tiny_model_dir):
     paths = []
     for level, n in ((1, 3), (2, 4)):
         path = tmp_path / f"suite-{level}.jsonl"
         files.write_jsonl(path, arith.generate(n, seed=level, levels=[level], held_out=True, prefix=f"s{level}"))
         paths.append(str(path))
-    settings = {"model": {"name": "tiny", "prompt": "plain"}, "dataset": "arith", "variant": "grpo",
-                "evaluation": study.validate({"models": {"m": {"source": "tiny", "prompt": "plain"}},
-                                              "datasets": {"d": {"source": "synthetic", "n": 1, "seed": 0}},
-                                              "benchmarks": {"b": {"source": "synthetic", "n": 1, "seed": 0, "level": 1}},
-                                              "variants": {"grpo": {"objective": "grpo"}}, "seeds": [0],
-                                              "evaluation": {"max_new_tokens": 8, "samples": 3}})["evaluation"]}
+    settings = _settings(samples=3)
     summaries = evaluate.run(settings, model_path=str(tiny_model_dir), benchmark_paths=paths,
                              out_dir=str(tmp_path / "eval"), seed=0, step="final")
     assert set(summaries) == {"suite-1", "suite-2"}
@@ -80,12 +86,7 @@ def test_summaries_of_known_completions_match_accuracy_pass_and_maj_worked_by_ha
         paths.append(str(tmp_path / f"{name}.jsonl"))
         files.write_jsonl(paths[-1], [{"id": key, "problem": PLANNED[key][0], "answer": PLANNED[key][1]}
                                       for key in keys])
-    settings = {"model": {"name": "tiny", "prompt": "plain"}, "dataset": "arith", "variant": "grpo",
-                "evaluation": study.validate({"models": {"m": {"source": "tiny", "prompt": "plain"}},
-                                              "datasets": {"d": {"source": "synthetic", "n": 1, "seed": 0}},
-                                              "benchmarks": {"b": {"source": "synthetic", "n": 1, "seed": 0, "level": 1}},
-                                              "variants": {"grpo": {"objective": "grpo"}}, "seeds": [0],
-                                              "evaluation": {"max_new_tokens": 8, "samples": 4}})["evaluation"]}
+    settings = _settings(samples=4)
     summaries = evaluate.run(settings, model_path=str(tiny_model_dir), benchmark_paths=paths,
                              out_dir=str(tmp_path / "eval"), seed=0, step="final")
     assert calls == [("greedy", 1), ("sampled", 4)]  # one pass of each over both benchmarks

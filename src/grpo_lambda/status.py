@@ -23,7 +23,6 @@ from __future__ import annotations
 
 import csv
 import math
-import os
 import re
 import socket
 import statistics
@@ -31,6 +30,7 @@ import time
 from pathlib import Path
 
 from grpo_lambda import config as config_module
+from grpo_lambda.lifetime import alive
 
 STATES = ("done", "running", "failed", "stalled", "missing")
 # A log line that names why a job ended: an exception, the OOM killer, a scheduler's cancel.
@@ -84,13 +84,7 @@ def trainer_gone(folder: Path) -> int | None:
     if match is None or match[2] != socket.gethostname():
         return None
     pid = int(match[1])
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return pid
-    except PermissionError:  # alive, another user's
-        return None
-    return None
+    return None if alive(pid) else pid
 
 
 def evaluation_failure(results: Path, cell: dict, benchmarks: list[str]) -> str | None:
