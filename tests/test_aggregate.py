@@ -326,6 +326,17 @@ def test_variant_labels_distinguish_trace_forms():
     assert aggregate._published_variant(config, "same", "grpo") is None
 
 
+@pytest.mark.parametrize("name", ["config", "compare", "beyond", "paper", "rehearsal"])
+def test_every_variant_of_a_shipped_config_has_its_own_label(name):
+    """Labels are table columns (Appendix E): two lines of one objective (ptrace and gspo-as-trace in
+    compare.yaml) once shared the label "ptrace", and writing the tables failed."""
+    from grpo_lambda import config as study
+
+    config = study.load(str(Path(__file__).parents[1] / "config" / f"{name}.yaml"))
+    labels = [aggregate.variant_label(config, variant) for variant in config["variants"]]
+    assert len(set(labels)) == len(labels), labels
+
+
 def test_sampled_completions_give_pass_at_k(tmp_path):
     config = make_config()
     config["models"] = {"small": {"source": "y", "variants": ["grpo"], "datasets": ["math12k"]}}

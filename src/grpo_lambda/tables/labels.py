@@ -50,7 +50,9 @@ def variant_label(config: dict, variant: str) -> str:
             label += f"/{spec['form']}"
         twins = [v for v, s in lam_specs.items() if (short(s), s["form"]) == (short(spec), spec["form"])]
         return label if len(twins) == 1 else f"{label} ({variant})"
-    return spec["objective"]
+    # Other objectives show their name, and the variant's too where two lines share the objective.
+    same = [v for v, s in config["variants"].items() if s["objective"] == spec["objective"] and not s.get("label")]
+    return spec["objective"] if len(same) == 1 else f"{spec['objective']} ({variant})"
 
 
 def _matches(spec: dict, selector: dict) -> bool:
