@@ -46,6 +46,7 @@ def rewards(cell):
     return [row["reward"] for row in rows]
 
 
+@pytest.mark.slow
 def test_same_seed_gives_identical_rewards_and_a_killed_run_resumes(cli, setup):
     folder = setup[0]
     first, second, killed = folder / "first", folder / "second", folder / "killed"
@@ -108,6 +109,7 @@ def length_reward(completions, **kwargs):
     return [len(completion) / 100 for completion in completions]
 
 
+@pytest.mark.slow
 def test_a_changed_lambda_never_resumes_the_old_state(setup, caplog, monkeypatch):
     import shutil
 

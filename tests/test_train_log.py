@@ -89,6 +89,7 @@ def test_report_to_is_checked_by_the_schema(config):
     study.validate(raw)
 
 
+@pytest.mark.slow
 def test_a_running_cell_has_rows_and_tensorboard_events(tmp_path, tiny_model_dir, cli, config):
     steps = 6
     config["rl"].update(max_steps=steps, save_steps=3)
