@@ -84,5 +84,5 @@ def test_prefetch_alone_goes_online():
     assert "rule prefetch:" in text and "rule prepare_dataset:" in text and "rule sft:" in text
     assert "env -u HF_HUB_OFFLINE -u HF_DATASETS_OFFLINE grpo-lambda prefetch" in text
     # every other job's shell starts offline
-    assert 'shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1; ")' in (
+    assert 'shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 ' in (
         ROOT / "workflow/rules/common.smk").read_text()
