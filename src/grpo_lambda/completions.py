@@ -1,6 +1,7 @@
 """What the policy writes during training: a few groups of completions every ``rl.log_completions.every``
-steps, one JSONL file per logged step in the cell's ``completions/`` folder, for the report's
-``completions`` table and ``grpo-lambda completions``.
+steps, one JSONL file per logged step in the cell's ``completions/`` folder (written during training
+by ``grpo_lambda.train.WriteCompletions``), for the report's ``completions`` table and
+``grpo-lambda completions``.
 
 TRL's own ``log_completions`` writes every logged step's whole generation batch as parquet into the
 trainer's output folder (here ``resume/``, which a settings change moves aside), and prints tables to the
@@ -14,7 +15,6 @@ import os
 from pathlib import Path
 
 import pandas as pd
-from transformers import TrainerCallback
 
 from grpo_lambda import files
 
@@ -53,23 +53,6 @@ def _text(value) -> str:
     if isinstance(value, str):
         return value
     return "\n".join(str(message.get("content", "")) for message in value)
-
-
-class WriteCompletions(TrainerCallback):
-    """Every ``every`` steps, the first ``prompts`` groups of the step's generation batch, written by the
-    main process (TRL gathers every process's completions there)."""
-
-    def __init__(self, folder: Path, *, every: int, prompts: int):
-        self.folder, self.every, self.prompts = Path(folder), every, prompts
-        self.trainer = None  # set once the trainer that calls back exists
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        if not state.is_world_process_zero or "loss" not in (logs or {}) or state.global_step % self.every:
-            return
-        weights = dict(zip(self.trainer.reward_func_names, self.trainer.reward_weights.tolist()))
-        rows = group_rows(self.trainer._logs, step=state.global_step, prompts=self.prompts, weights=weights)
-        if rows:
-            files.write_jsonl(self.folder / file_name(state.global_step), rows)
 
 
 def read_cell(cell_dir: str | os.PathLike) -> pd.DataFrame:

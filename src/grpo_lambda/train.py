@@ -24,8 +24,7 @@ from pathlib import Path
 from transformers import TrainerCallback, TrainerState
 
 from grpo_lambda import files, fingerprint, provenance
-from grpo_lambda.completions import FOLDER as COMPLETIONS
-from grpo_lambda.completions import WriteCompletions
+from grpo_lambda import completions
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
@@ -92,6 +91,24 @@ class SaveSnapshots(TrainerCallback):
     def on_step_end(self, args, state, control, **kwargs):
         if state.global_step in self.steps:
             save_trained_model(self.trainer, self.folder / f"step-{state.global_step}", lora_base=self.lora_base)
+
+
+class WriteCompletions(TrainerCallback):
+    """Every ``every`` steps, the first ``prompts`` groups of the step's generation batch, written by the
+    main process (TRL gathers every process's completions there)."""
+
+    def __init__(self, folder: Path, *, every: int, prompts: int):
+        self.folder, self.every, self.prompts = Path(folder), every, prompts
+        self.trainer = None  # set once the trainer that calls back exists
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        if not state.is_world_process_zero or "loss" not in (logs or {}) or state.global_step % self.every:
+            return
+        weights = dict(zip(self.trainer.reward_func_names, self.trainer.reward_weights.tolist()))
+        rows = completions.group_rows(self.trainer._logs, step=state.global_step, prompts=self.prompts,
+                                      weights=weights)
+        if rows:
+            files.write_jsonl(self.folder / completions.file_name(state.global_step), rows)
 
 
 class WriteTrainLog(TrainerCallback):
@@ -283,7 +300,7 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     callbacks = [StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / "train_log.csv")]
     logged = settings["rl"].get("log_completions")
     if logged:
-        callbacks.append(WriteCompletions(cell / COMPLETIONS, every=logged["every"], prompts=logged.get("prompts", 2)))
+        callbacks.append(WriteCompletions(cell / completions.FOLDER, every=logged["every"], prompts=logged.get("prompts", 2)))
     trainer = GRPOLambdaTrainer(
         model=base, reward_funcs=[REWARDS[settings["rl"].get("reward", "evaluation")], format_reward], args=args,
         train_dataset=dataset,
