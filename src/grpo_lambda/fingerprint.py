@@ -34,9 +34,10 @@ CHUNK = 1 << 20  # files up to this size are hashed in full; larger ones by thre
 CELL_STATE = ("resume", "checkpoints", "train_log.csv", "model", "provenance.json")
 FRESH_ENV = "GRPO_LAMBDA_FRESH"
 # Settings that change nothing a cell computes: its labels, and under rl: how often the full state is
-# saved, where metrics are sent and which completions are kept. A change to them resumes the cell instead of restarting it (hours of
-# GPU at paper scale). rl.logging_steps is not here: it decides which steps train_log.csv holds.
-# The evaluation checkpoints are not either: a step already trained past could never get its snapshot.
+# saved, where metrics are sent and which completions are kept. A change to them resumes the cell
+# instead of restarting it (hours of GPU at paper scale). rl.logging_steps is not here: it decides which
+# steps train_log.csv holds. The evaluation checkpoints are not either: a step already trained past
+# could never get its snapshot.
 DISPLAY_KEYS = {"variant": ("label",), "rl": ("save_steps", "report_to", "log_completions")}
 # The package's sources that shape what training computes (paths under grpo_lambda/; a folder: all its .py).
 TRAINING_CODE = ("traces.py", "objectives.py", "trainer.py", "train.py", "sft.py", "models.py", "saving.py",

@@ -2,10 +2,10 @@
 
 Snakemake runs a rule as ``bash -c "..."``; killing that shell (a cancelled job, a Ctrl-C that reaches
 only the shell) leaves its children running, and a trainer left so would publish ``model/`` after
-Snakemake has marked the job failed. Every rule's shell names its pid in ``GRPO_LAMBDA_JOB_PID`` (the shell prefix in ``common.smk``); every
-process of the stage (each rank under ``accelerate launch`` too, whose parent is the launcher, not the
-shell) watches it and exits when it is gone. Linux's parent-death signal would cover only a direct
-parent, so the shell is polled instead.
+Snakemake has marked the job failed. Every rule's shell names its pid in ``GRPO_LAMBDA_JOB_PID`` (the
+shell prefix in ``common.smk``); every process of the stage (each rank under ``accelerate launch`` too,
+whose parent is the launcher, not the shell) watches it and exits when it is gone. Linux's parent-death
+signal would cover only a direct parent, so the shell is polled instead.
 """
 
 from __future__ import annotations

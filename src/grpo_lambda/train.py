@@ -300,7 +300,8 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     callbacks = [StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / "train_log.csv")]
     logged = settings["rl"].get("log_completions")
     if logged:
-        callbacks.append(WriteCompletions(cell / completions.FOLDER, every=logged["every"], prompts=logged.get("prompts", 2)))
+        callbacks.append(WriteCompletions(cell / completions.FOLDER, every=logged["every"],
+                                          prompts=logged.get("prompts", 2)))
     trainer = GRPOLambdaTrainer(
         model=base, reward_funcs=[REWARDS[settings["rl"].get("reward", "evaluation")], format_reward], args=args,
         train_dataset=dataset,

@@ -52,6 +52,6 @@ from grpo_lambda.grading.string_match import MAX_ANSWER_CHARS, MAX_DIGITS, MAX_S
 from grpo_lambda.grading.workers import DEFAULT_TIMEOUT, WORKER_START_TIMEOUT, allocated_cpus, close_workers
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_ANSWER_CHARS", "MAX_DIGITS", "MAX_SYMBOLIC_CHARS", "REWARDS",
-           "WORKER_START_TIMEOUT", "accuracy_reward", "allocated_cpus", "close_workers", "extract_boxed", "format_number", "format_reward",
-           "gold_forms", "grade", "grade_details", "grade_many", "grade_many_details", "hendrycks_normalize",
-           "is_single_answer", "make_accuracy_reward", "plain_normalize", "strict_accuracy_reward"]
+           "WORKER_START_TIMEOUT", "accuracy_reward", "allocated_cpus", "close_workers", "extract_boxed",
+           "format_number", "format_reward", "gold_forms", "grade", "grade_details", "grade_many",
+           "grade_many_details", "hendrycks_normalize", "is_single_answer", "make_accuracy_reward", "plain_normalize", "strict_accuracy_reward"]

@@ -48,7 +48,8 @@ def results_table(summary: pd.DataFrame, cells: Cells, config: dict) -> pd.DataF
 
 def sampled_columns(summary: pd.DataFrame) -> list[str]:
     """The sampled-completion figures the summary holds (collect.summarise), in reading order."""
-    passes = sorted((c for c in summary.columns if c.startswith("pass_at_") and c[8:].isdigit()), key=lambda c: int(c[8:]))
+    passes = sorted((c for c in summary.columns if c.startswith("pass_at_") and c[8:].isdigit()),
+                    key=lambda c: int(c[8:]))
     return [c for c in ["k", "sampled_accuracy", *passes, "pass_at_k", "maj_at_k"] if c in summary.columns]
 
 
