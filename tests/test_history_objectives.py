@@ -166,3 +166,23 @@ def test_variant_key_scope_sets_the_history_scope():
         variant_config_kwargs({"objective": "grpo_lambda", "lam": 0.9, "scope": "past"})
     with pytest.raises(ValueError, match="scope"):
         variant_config_kwargs({"objective": "ptrace", "scope": "all"})
+
+
+def test_strace_readings_by_hand():
+    """Three tokens, the middle one low-entropy (trace mask 0, 1 0 1), λ = 1, scope past. lend: the masked
+    token lends nothing but receives its predecessor's ratio, (x2 + x1) / 2; the third gets (x3 + x1) / 2.
+    exclude: the masked token keeps its own x2; the others are as in lend."""
+    import torch
+
+    from grpo_lambda.objectives import ObjectiveParams, _importance_weights
+
+    x = torch.tensor([[0.3, -0.5, 0.8]])
+    mask, trace_mask = torch.ones(1, 3), torch.tensor([[1.0, 0.0, 1.0]])
+    logps = torch.zeros(1, 3)
+    lend = ObjectiveParams(objective="strace", lam=1.0)
+    exclude = ObjectiveParams(objective="strace", lam=1.0, strace_mode="exclude")
+    lent, _, lent_credit = _importance_weights(logps, x, mask, lend, trace_mask)
+    kept, _, kept_credit = _importance_weights(logps, x, mask, exclude, trace_mask)
+    assert torch.allclose(lent, torch.tensor([[0.3, (-0.5 + 0.3) / 2, (0.8 + 0.3) / 2]]))
+    assert torch.allclose(kept, torch.tensor([[0.3, -0.5, (0.8 + 0.3) / 2]]))
+    assert lent_credit.tolist() == [[1.0, 2.0, 2.0]] and kept_credit.tolist() == [[1.0, 1.0, 2.0]]

@@ -49,6 +49,7 @@ VARIANT = {
     "update": (LAMBDA, "weight", "trace_update"), "eps": (LAMBDA, 0.1, "trace_eps"),
     "advantage_clamp": (LAMBDA, -0.5, "advantage_clamp"),
     "strace_quantile": ({"objective": "strace", "lam": 0.9}, 0.5, "strace_quantile"),
+    "strace_mode": ({"objective": "strace", "lam": 0.9}, "exclude", "strace_mode"),
     "scope": ({"objective": "ptrace", "lam": 0.9}, "sequence", "history_scope"),
     "dynamic_sampling": ({"objective": "grpo"}, True, "dynamic_sampling"),
     "oar_method": ({"objective": "grpo"}, "perturbation", "oar_method"),

@@ -300,6 +300,7 @@ VARIANT_KEY_OBJECTIVES = {
     "update": ("grpo_lambda",),
     "eps": ("grpo_lambda",),
     "strace_quantile": ("strace",),
+    "strace_mode": ("strace",),
     "scope": ("ptrace", "strace"),
 }
 OAR_PARAMETER_KEYS = ("oar_quantile", "oar_boost", "oar_sigma", "oar_answer_tokens")

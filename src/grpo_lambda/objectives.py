@@ -31,7 +31,10 @@ per token; clamped from below at `advantage_clamp` when set). The objectives dif
   clip bounds the trust region as for GRPO.
 - ``strace`` (S-trace, same source and caveat): P-trace whose credit reaches only the tokens of
   ``trace_mask`` (m = completion mask × trace_mask; each token keeps its own ratio): the trainer keeps
-  the tokens whose entropy is at or above a batch quantile q, so q = 0 is P-trace.
+  the tokens whose entropy is at or above a batch quantile q, so q = 0 is P-trace. Two readings of
+  "masking low-entropy tokens" (``strace_mode``): ``lend`` (the default), masked tokens lend no credit
+  but still receive their traced ratio; ``exclude``, masked tokens carry no trace at all and keep their
+  own ratio ρ_t.
 
 W is the trace matrix of `grpo_lambda.traces`, κ = γλ. GSPO, Dr. GRPO and DAPO need no branch here:
 they are TRL options (importance_sampling_level, loss_type, scale_rewards, epsilon_high).
@@ -55,6 +58,8 @@ OBJECTIVES = ("grpo", "grpo_lambda", "ptrace", "strace")
 # The objectives whose ratio is the credit-weighted geometric mean of the ratios in its scope (P-trace, S-trace).
 HISTORY_OBJECTIVES = ("ptrace", "strace")
 UPDATES = ("trace", "weight")
+# S-trace's readings of "masking low-entropy tokens": they lend nothing, or they carry no trace at all.
+STRACE_MODES = ("lend", "exclude")
 # Which tokens lend their ratio to a token's P-trace / S-trace ratio.
 HISTORY_SCOPES = ("past", "sequence")
 # The normalisations of TRL's GRPOTrainer that this module reproduces.
@@ -77,6 +82,7 @@ class ObjectiveParams:
     loss_type             "grpo" | "bnpo" | "dr_grpo" | "dapo", as in TRL
     max_completion_length the constant of dr_grpo's normalisation
     history_scope         ptrace/strace: "past" (credit from earlier tokens) or "sequence" (from every token)
+    strace_mode           strace: "lend" (masked tokens lend nothing, still receive) or "exclude" (they keep ρ_t)
     trace_length          the absolute form's n (a constant of the run, e.g. max_completion_length, so that a
                           token's weights do not depend on the batch's padded width); None: the batch width
     """
@@ -98,10 +104,11 @@ class ObjectiveParams:
     max_completion_length: int | None = None
     trace_length: int | None = None
     history_scope: str = "past"
+    strace_mode: str = "lend"
 
     def __post_init__(self):
         choices = {"objective": OBJECTIVES, "update": UPDATES, "loss_type": LOSS_TYPES, "style": STYLES,
-                   "form": FORMS, "history_scope": HISTORY_SCOPES}
+                   "form": FORMS, "history_scope": HISTORY_SCOPES, "strace_mode": STRACE_MODES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
                 raise ValueError(f"{name} must be one of {allowed}, got {getattr(self, name)!r}")
@@ -220,6 +227,10 @@ def _importance_weights(logps, log_ratio, mask, params, trace_mask):
         in_trace = mask if trace_mask is None else mask * trace_mask.to(mask.dtype)
         log_coef, credit = history_log_ratio(log_ratio, in_trace, params.lam, gamma=params.gamma,
                                              scope=params.history_scope)
+        if params.objective == "strace" and params.strace_mode == "exclude":
+            keeps_trace = trace_mask.to(torch.bool)
+            log_coef = torch.where(keeps_trace, log_coef, log_ratio)
+            credit = torch.where(keeps_trace, credit, torch.ones_like(credit))
         return log_coef, None, credit
     if not params.traced:
         return log_ratio, None, None

@@ -43,6 +43,7 @@ from grpo_lambda.objectives import (
     HISTORY_SCOPES,
     LOSS_TYPES,
     OBJECTIVES,
+    STRACE_MODES,
     UPDATES,
     ObjectiveParams,
     oar_gradient_importance,
@@ -99,6 +100,11 @@ class GRPOLambdaConfig(GRPOConfig):
         default=0.8,
         metadata={"help": "S-trace: the trace keeps the tokens whose entropy is at least this batch quantile "
                   "(0.8: the top 20 %; 0: every token, i.e. P-trace)."},
+    )
+    strace_mode: str = field(
+        default="lend",
+        metadata={"help": "S-trace's reading of masking low-entropy tokens: 'lend' (they lend no credit but "
+                  "still receive a traced ratio) or 'exclude' (they carry no trace: their own ratio)."},
     )
     history_scope: str = field(
         default="past",
@@ -444,6 +450,7 @@ def objective_params(args: GRPOLambdaConfig) -> ObjectiveParams:
         max_completion_length=args.max_completion_length,
         trace_length=args.trace_length if args.trace_length is not None else _widest_completion(args),
         history_scope=args.history_scope,
+        strace_mode=args.strace_mode,
     )
 
 
@@ -485,6 +492,7 @@ _OBJECTIVE_KEYS = {
     "update": ("trace_update", ("grpo_lambda",)),
     "eps": ("trace_eps", ("grpo_lambda",)),
     "strace_quantile": ("strace_quantile", ("strace",)),
+    "strace_mode": ("strace_mode", ("strace",)),
     "scope": ("history_scope", HISTORY_OBJECTIVES),
     "advantage_clamp": ("advantage_clamp", None),
     "dynamic_sampling": ("dynamic_sampling", None),
@@ -585,6 +593,7 @@ _FIELD_CHECKS = {
     "trace_length": lambda name, value: value is None or _check_positive_int(name, value),
     "strace_quantile": lambda name, value: _check_range(name, value, 0.0, 1.0),
     "history_scope": lambda name, value: _check_choice(name, value, HISTORY_SCOPES),
+    "strace_mode": lambda name, value: _check_choice(name, value, STRACE_MODES),
     "dynamic_sampling": _check_bool,
     "oar_method": lambda name, value: _check_choice(name, value, (*OAR_METHODS, None)),
     "oar_quantile": lambda name, value: _check_range(name, value, 0.0, 1.0),
