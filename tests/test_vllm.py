@@ -47,7 +47,7 @@ def test_vllm_and_hf_write_the_same_greedy_completions_in_float32(vllm_python, m
 def test_trls_colocated_vllm_builds_on_a_cpu_and_stops_at_the_first_weight_sync(vllm_python, model, tmp_path):
     """What of the grid's RL generation runs on a CPU: TRL builds its colocated engine for our trainer, and
     the first step's weight copy fails, because vLLM's CPU build repacks each linear layer's weight for its
-    own kernels and leaves a parameter without a weight_loader (README, "what the rehearsal exercises").
+    own kernels and leaves a parameter without a weight_loader (docs/cluster.md, "It generates with vLLM").
     Should a vLLM release lift that, this test fails: then turn rl.use_vllm on in the rehearsal."""
     env_vars = {"RANK": "0", "WORLD_SIZE": "1", "LOCAL_RANK": "0", "MASTER_ADDR": "127.0.0.1", "MASTER_PORT": "0",
                 "VLLM_CPU_KVCACHE_SPACE": "1"}
