@@ -1,5 +1,5 @@
 # grpo-lambda: SFT -> RL (model x dataset x variant x seed) -> evaluation -> tables, figures, report.
-# Run: snakemake --cores 2 (embedded default), or see README.md for the paper grid and SLURM.
+# Run: snakemake --cores 2 (embedded default), or see docs/cluster.md for the paper grid and SLURM.
 from snakemake.utils import min_version
 
 min_version("9.0")

