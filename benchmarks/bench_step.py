@@ -36,7 +36,9 @@ from trl import GRPOConfig, GRPOTrainer
 
 from grpo_lambda import tiny
 from grpo_lambda.objectives import ObjectiveParams, high_entropy_mask, policy_loss
-from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer, variant_config_kwargs
+from grpo_lambda.trainer import GRPOLambdaTrainer
+from grpo_lambda.trainer_config import GRPOLambdaConfig
+from grpo_lambda.variants import variant_config_kwargs
 
 BASELINE = "trl-grpo"
 VARIANTS = {

@@ -48,10 +48,11 @@ declare -A TESTS=(
 )
 # module -> the source it mutates (a module of its own unless named here)
 declare -A SOURCES=(
+  [trainer]="src/grpo_lambda/trainer*.py"
   [rewards]="src/grpo_lambda/grading/*"
   [aggregate]="src/grpo_lambda/tables/*"
 )
-# The trainer's loss path: mutants of these functions only.
+# The trainer's loss path (trainer.py and trainer_config.py): mutants of these functions only.
 LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params _widest_completion
            _resolve_advantage_clamp)
 MODULES=("$@")
@@ -84,7 +85,7 @@ for module in "${MODULES[@]}"; do
   if [[ -n "${MUTANTS:-}" ]]; then
     read -r -a names <<< "$MUTANTS"
   elif [[ "$module" == trainer ]]; then
-    for function in "${LOSS_PATH[@]}"; do names+=("grpo_lambda.trainer.*${function}__mutmut_*"); done
+    for function in "${LOSS_PATH[@]}"; do names+=("grpo_lambda.trainer*.*${function}__mutmut_*"); done
   fi
   echo "== $module: $(echo ${TESTS[$module]})${names[*]:+ (mutants: ${names[*]})}"
   start=$SECONDS

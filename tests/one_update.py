@@ -19,7 +19,9 @@ import torch
 from datasets import Dataset
 from transformers import AutoTokenizer
 
-from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer, variant_config_kwargs
+from grpo_lambda.trainer import GRPOLambdaTrainer
+from grpo_lambda.trainer_config import GRPOLambdaConfig
+from grpo_lambda.variants import variant_config_kwargs
 
 GLOBAL_ROWS, GROUP, PROMPT, COMPLETION = 8, 4, 5, 10
 # Completion tokens per row. `equal`: both halves of the batch hold 37 tokens, so a token mean taken

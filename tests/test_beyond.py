@@ -13,14 +13,11 @@ import yaml
 from datasets import Dataset
 from transformers import PreTrainedTokenizerFast
 
+from grpo_lambda.oar import answer_and_reasoning_masks
 from grpo_lambda.objectives import high_entropy_mask
-from grpo_lambda.trainer import (
-    GRPOLambdaConfig,
-    GRPOLambdaTrainer,
-    answer_and_reasoning_masks,
-    uninformative_groups,
-    variant_config_kwargs,
-)
+from grpo_lambda.trainer import GRPOLambdaTrainer, uninformative_groups
+from grpo_lambda.trainer_config import GRPOLambdaConfig
+from grpo_lambda.variants import variant_config_kwargs
 from test_trainer import loss_grads_metrics, make_inputs, model_dir  # noqa: F401 (model_dir is a fixture)
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -218,7 +215,7 @@ def test_strace_at_quantile_zero_is_ptrace_and_uses_trls_entropy_rule(model_dir,
 def test_final_answer_is_the_last_boxed_expression_else_the_last_tokens():
     rows = [["so", " ", "\\box", "ed{", "1", "}", " and ", "\\boxed{", "{2", "}+1", "}", ".", ""],
             ["no", " box", " here", "!"],
-            ["\\boxed{", "7"]]  # not closed: to the end
+            ["\\boxed{", "7"]]  # not closed: no answer for the grader either, so the last 2 tokens
     mask = torch.tensor([[1] * 13, [1] * 4 + [0] * 9, [1] * 2 + [0] * 11])
     answer, reasoning = answer_and_reasoning_masks([row + [""] * (13 - len(row)) for row in rows], mask, 2)
     assert answer[0].nonzero().flatten().tolist() == [7, 8, 9, 10]  # the last box, nested braces included

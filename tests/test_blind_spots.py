@@ -20,7 +20,8 @@ from grpo_lambda import aggregate, stats
 from grpo_lambda import config as study
 from grpo_lambda.objectives import ObjectiveParams, policy_loss
 from grpo_lambda.rewards import grade, grade_many
-from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer
+from grpo_lambda.trainer import GRPOLambdaTrainer
+from grpo_lambda.trainer_config import GRPOLambdaConfig
 from test_aggregate import BENCHMARKS, DATASETS, _mean_over_seeds
 from test_aggregate import tree as aggregate_tree  # noqa: F401 (a fixture)
 from test_config import DEFAULT

@@ -223,7 +223,7 @@ def test_validate_prints_one_line_and_exits_2(tmp_path, cli):
 def test_the_trl_fields_read_from_source_are_the_config_classes_fields():
     import dataclasses
 
-    from grpo_lambda.trainer import GRPOLambdaConfig
+    from grpo_lambda.trainer_config import GRPOLambdaConfig
 
     fields = study.trl_config_fields()
     assert set(fields) == {field.name for field in dataclasses.fields(GRPOLambdaConfig)}
@@ -248,21 +248,11 @@ def test_trl_field_types_accept_trls_own_defaults_and_yaml_numbers():
     assert study.trl_type_error("report_to", ["tensorboard"]) is None
 
 
-def test_the_variant_key_table_matches_the_trainer():
-    from grpo_lambda import trainer
-
-    for key, (_, objectives) in trainer._OBJECTIVE_KEYS.items():
-        expected = None if objectives is None else set(objectives)
-        got = study.VARIANT_KEY_OBJECTIVES.get(key)
-        assert (None if got is None else set(got)) == expected, key
-    assert set(study.OAR_PARAMETER_KEYS) == set(trainer._OAR_PARAMETER_KEYS)
-
-
 @pytest.mark.parametrize("per_device,accumulation,steps,batch,generations", [
     (32, 1, None, None, 8), (32, 1, None, None, 5), (4, 2, None, None, 8), (4, 1, 2, None, 8), (4, 1, 3, None, 8),
     (8, 1, None, 24, 8), (8, 1, None, 20, 4), (6, 2, None, None, 4), (6, 1, None, None, 4)])
 def test_batch_divisibility_agrees_with_trl(per_device, accumulation, steps, batch, generations, tmp_path):
-    from grpo_lambda.trainer import GRPOLambdaConfig
+    from grpo_lambda.trainer_config import GRPOLambdaConfig
 
     trl = {key: value for key, value in (("steps_per_generation", steps), ("generation_batch_size", batch))
            if value is not None}

@@ -8,7 +8,8 @@ import torch
 from trl import GRPOConfig, GRPOTrainer
 
 from grpo_lambda.objectives import ObjectiveParams, history_log_ratio, policy_loss
-from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer
+from grpo_lambda.trainer import GRPOLambdaTrainer
+from grpo_lambda.trainer_config import GRPOLambdaConfig
 from test_trainer import assert_same, loss_grads_metrics, make_inputs, make_trainer, model_dir  # noqa: F401 (fixture)
 
 GSPO = {"loss_type": "grpo", "epsilon": 3e-4, "epsilon_high": 4e-4}  # GSPO's clip range (TRL's recipe)
@@ -68,7 +69,7 @@ def test_the_comparisons_gspo_as_trace_line_is_its_gspo_line(model_dir, tmp_path
     import yaml
 
     from conftest import ROOT
-    from grpo_lambda.trainer import variant_config_kwargs
+    from grpo_lambda.variants import variant_config_kwargs
 
     lines = yaml.safe_load((ROOT / "config" / "compare.yaml").read_text())["variants"]
     for check, reference in (("gspo-as-trace", "gspo"), ("grpo-lambda-0", "grpo")):
@@ -159,7 +160,7 @@ def test_bad_scope_is_refused():
 
 
 def test_variant_key_scope_sets_the_history_scope():
-    from grpo_lambda.trainer import variant_config_kwargs
+    from grpo_lambda.variants import variant_config_kwargs
 
     assert variant_config_kwargs({"objective": "strace", "scope": "sequence"})["history_scope"] == "sequence"
     with pytest.raises(ValueError, match="'scope' applies to objective 'ptrace' / 'strace' only"):

@@ -14,8 +14,9 @@ import torch
 from datasets import Dataset
 from transformers import AutoTokenizer
 
-import grpo_lambda.trainer as trainer_module
-from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer
+import grpo_lambda.oar as oar_module
+from grpo_lambda.trainer import GRPOLambdaTrainer
+from grpo_lambda.trainer_config import GRPOLambdaConfig
 from test_trainer import model_dir  # noqa: F401 (a fixture)
 
 PROMPTS = ["1+2=", "34", "5-6=", "7+8=", "9*9="]  # the second is left-padded to 4 tokens
@@ -111,7 +112,7 @@ def run_with_spy(model_dir, tmp_path, monkeypatch, method):
     output = scored_batch(tokenizer)
     full_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], 1)
     spy = ImportanceSpy(trainer.model.get_input_embeddings(), full_ids)
-    monkeypatch.setattr(trainer_module, f"oar_{method}_importance", getattr(spy, method))
+    monkeypatch.setattr(oar_module, f"oar_{method}_importance", getattr(spy, method))
     trainer._metrics["train"].clear()
     return trainer._oar_advantages(output), output, spy
 
@@ -180,13 +181,13 @@ def test_oar_scores_equal_an_independent_computation_on_the_tiny_model(model_dir
     model = trainer.model.double()
     output = scored_batch(tokenizer)
     captured = []
-    real_weights = trainer_module.oar_weights
+    real_weights = oar_module.oar_weights
 
     def weights_spy(importance, reasoning, **kwargs):
         captured.append((importance.detach().clone(), reasoning.clone()))
         return real_weights(importance, reasoning, **kwargs)
 
-    monkeypatch.setattr(trainer_module, "oar_weights", weights_spy)
+    monkeypatch.setattr(oar_module, "oar_weights", weights_spy)
     torch.manual_seed(11)
     trainer._oar_advantages(output)
     assert len(captured) == 1
@@ -228,3 +229,29 @@ def test_oar_scores_equal_an_independent_computation_on_the_tiny_model(model_dir
     assert (expected[reasoning] > 0).all() and not expected[~reasoning].any()
     torch.testing.assert_close(importance.double(), expected, rtol=1e-6, atol=1e-12)
     assert math.isfinite(importance.sum().item())
+
+
+# --- the answer is the grader's -------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("text, answer_text", [
+    ("so 2+2 = \\fbox{4} indeed", "\\fbox{4}"),                        # the grader reads \fbox too
+    ("\\boxed{3} no: \\fbox{\\frac{1}{2}}.", "\\fbox{\\frac{1}{2}}"),  # the last box, whichever opener
+    ("\\fbox{3} no: \\boxed{{5}}", "\\boxed{{5}}"),
+    ("the answer is \\fbox{4", None),                                 # never closed: no answer for the grader
+])
+def test_oars_answer_is_the_graders_answer_fbox_included(text, answer_text):
+    """One character per token: the answer tokens are exactly the characters of the box the grader extracts
+    (`extract_boxed`), the reasoning is everything before them; with no gradable answer, the last 3 tokens."""
+    from grpo_lambda.grading import extract_boxed
+
+    texts = list(text)
+    mask = torch.ones(1, len(texts), dtype=torch.long)
+    answer, reasoning = oar_module.answer_and_reasoning_masks([texts], mask, ANSWER_TOKENS)
+    covered = "".join(texts[i] for i in answer[0].nonzero().flatten().tolist())
+    if answer_text is None:
+        assert extract_boxed(text) is None and covered == text[-ANSWER_TOKENS:]
+    else:
+        assert covered == answer_text and extract_boxed(text) == answer_text[answer_text.index("{") + 1:-1]
+    first = int(answer[0].nonzero()[0])
+    assert reasoning[0].nonzero().flatten().tolist() == list(range(first))

@@ -6,7 +6,7 @@ import pytest
 
 from grpo_lambda import config
 from grpo_lambda.train import build_config
-from grpo_lambda.trainer import objective_params
+from grpo_lambda.trainer_config import objective_params
 
 ROOT = Path(__file__).resolve().parents[1]
 

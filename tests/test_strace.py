@@ -9,7 +9,8 @@ a dense credit-matrix computation written out in this file."""
 import pytest
 import torch
 
-from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer
+from grpo_lambda.trainer import GRPOLambdaTrainer
+from grpo_lambda.trainer_config import GRPOLambdaConfig
 from test_trainer import make_trainer, model_dir  # noqa: F401 (model_dir is a fixture)
 
 LAM = 0.9

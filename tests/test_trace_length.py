@@ -10,7 +10,8 @@ from transformers import PreTrainedTokenizerFast
 
 from grpo_lambda.objectives import ObjectiveParams, policy_loss
 from grpo_lambda.traces import apply_trace, trace_matrix
-from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer, objective_params
+from grpo_lambda.trainer import GRPOLambdaTrainer
+from grpo_lambda.trainer_config import GRPOLambdaConfig, objective_params
 from test_trainer import loss_grads_metrics, model_dir  # noqa: F401 (model_dir is a fixture)
 
 ABSOLUTE = [("recent", "absolute"), ("both", "absolute")]

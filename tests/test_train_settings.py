@@ -65,6 +65,9 @@ VARIANT = {
     "importance_sampling_level": ({"objective": "grpo"}, "sequence", "importance_sampling_level"),
     "top_entropy_quantile": ({"objective": "grpo"}, 0.5, "top_entropy_quantile"),
     "mask_truncated_completions": ({"objective": "grpo"}, True, "mask_truncated_completions"),
+    "off_policy_mask_threshold": ({"objective": "grpo"}, 0.5, "off_policy_mask_threshold"),
+    "num_iterations": ({"objective": "grpo"}, 2, "num_iterations"),
+    "use_bias_correction_kl": ({"objective": "grpo"}, False, "use_bias_correction_kl"),
 }
 
 

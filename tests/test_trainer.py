@@ -10,7 +10,9 @@ from transformers import AutoTokenizer
 from trl import GRPOConfig, GRPOTrainer
 
 from grpo_lambda import tiny
-from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer, variant_config_kwargs
+from grpo_lambda.trainer import GRPOLambdaTrainer
+from grpo_lambda.trainer_config import GRPOLambdaConfig
+from grpo_lambda.variants import variant_config_kwargs
 
 # Token ids of ordinary characters (the special tokens come first in the tiny vocabulary).
 FIRST_CHARACTER, VOCABULARY = len(tiny.SPECIAL_TOKENS), len(tiny.SPECIAL_TOKENS) + len(tiny.CHARACTERS)

@@ -13,7 +13,9 @@ def main() -> None:
     from datasets import Dataset
     from transformers import AutoTokenizer
 
-    from grpo_lambda.trainer import GRPOLambdaConfig, GRPOLambdaTrainer, variant_config_kwargs
+    from grpo_lambda.trainer import GRPOLambdaTrainer
+    from grpo_lambda.trainer_config import GRPOLambdaConfig
+    from grpo_lambda.variants import variant_config_kwargs
 
     model, out = sys.argv[1], sys.argv[2]
     args = GRPOLambdaConfig(

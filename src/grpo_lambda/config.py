@@ -21,6 +21,8 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from grpo_lambda.variants import OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, variant_config_kwargs
+
 
 class ConfigError(ValueError):
     """A config that cannot describe a run; the message names the offending key."""
@@ -290,34 +292,24 @@ def _check_local_paths(config: dict, source: str) -> None:
                 raise ConfigError(f"{source}: {kind}.{key}.path: {spec['path']!r} does not exist")
 
 
-# Variant key -> the objectives it applies to (grpo_lambda.trainer.variant_config_kwargs; a test
-# keeps the two in step). Keys not listed apply to every objective.
-VARIANT_KEY_OBJECTIVES = {
-    "lam": ("grpo_lambda", "ptrace", "strace"),
-    "gamma": ("grpo_lambda", "ptrace", "strace"),
-    "style": ("grpo_lambda",),
-    "form": ("grpo_lambda",),
-    "update": ("grpo_lambda",),
-    "eps": ("grpo_lambda",),
-    "strace_quantile": ("strace",),
-    "strace_mode": ("strace",),
-    "scope": ("ptrace", "strace"),
-}
-OAR_PARAMETER_KEYS = ("oar_quantile", "oar_boost", "oar_sigma", "oar_answer_tokens")
-
-
 def _check_variants(config: dict, source: str) -> None:
+    """What the schema cannot say of a variant: keys of another objective, OAR parameters without a method;
+    then whatever else the trainer's config would refuse (`variant_config_kwargs`)."""
     for name, variant in config["variants"].items():
         objective = variant["objective"]
         for key in variant:
-            if objective not in VARIANT_KEY_OBJECTIVES.get(key, (objective,)):
-                only = " / ".join(VARIANT_KEY_OBJECTIVES[key])
-                raise ConfigError(f"{source}: variants.{name}.{key} applies to objective {only} only, "
-                                  f"not {objective!r}")
+            objectives = OBJECTIVE_KEYS[key][1] if key in OBJECTIVE_KEYS else None
+            if objectives is not None and objective not in objectives:
+                raise ConfigError(f"{source}: variants.{name}.{key} applies to objective {' / '.join(objectives)} "
+                                  f"only, not {objective!r}")
         stray = [key for key in OAR_PARAMETER_KEYS if key in variant]
         if stray and variant.get("oar_method") is None:
             raise ConfigError(f"{source}: variants.{name}.{stray[0]} needs variants.{name}.oar_method "
                               "('gradient' or 'perturbation')")
+        try:
+            variant_config_kwargs(variant)
+        except ValueError as error:
+            raise ConfigError(f"{source}: variants.{name}: {error}") from None
 
 
 # Set by the pipeline itself (grpo_lambda.train.build_config): rl.trl may not override them.
@@ -378,7 +370,7 @@ def _literal_default(value):
 
 @functools.lru_cache(maxsize=1)
 def _trl_fields() -> dict:
-    return _class_fields("grpo_lambda.trainer", "GRPOLambdaConfig")
+    return _class_fields("grpo_lambda.trainer_config", "GRPOLambdaConfig")
 
 
 def trl_config_fields() -> dict:

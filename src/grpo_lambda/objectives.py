@@ -53,10 +53,8 @@ from dataclasses import dataclass
 import torch
 
 from grpo_lambda.traces import FORMS, STYLES, apply_trace
+from grpo_lambda.variants import HISTORY_OBJECTIVES, OBJECTIVES  # the names, torch-free for the config's checks
 
-OBJECTIVES = ("grpo", "grpo_lambda", "ptrace", "strace")
-# The objectives whose ratio is the credit-weighted geometric mean of the ratios in its scope (P-trace, S-trace).
-HISTORY_OBJECTIVES = ("ptrace", "strace")
 UPDATES = ("trace", "weight")
 # S-trace's readings of "masking low-entropy tokens": they lend nothing, or they carry no trace at all.
 STRACE_MODES = ("lend", "exclude")

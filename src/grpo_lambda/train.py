@@ -234,7 +234,8 @@ def drop_long_prompts(dataset, tokenizer, max_prompt_length: int | None):
 def build_config(settings: dict, *, output_dir: str, seed: int):
     """GRPOConfig of a cell. Every default here yields to rl: keys and then to rl.trl."""
     from grpo_lambda import progress
-    from grpo_lambda.trainer import GRPOLambdaConfig, variant_config_kwargs
+    from grpo_lambda.trainer_config import GRPOLambdaConfig
+    from grpo_lambda.variants import variant_config_kwargs
 
     rl = settings["rl"]
     kwargs = {

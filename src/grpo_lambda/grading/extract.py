@@ -13,9 +13,9 @@ _BOX_OPENERS = ("\\boxed{", "\\fbox{")
 _BRACE = re.compile(r"[{}]")
 
 
-def extract_boxed(text: str) -> str | None:
-    r"""The content of the last ``\boxed{...}`` (or ``\fbox{...}``), braces matched; None if there is
-    none or its braces never close.
+def boxed_span(text: str) -> tuple[int, int] | None:
+    r"""The character range [begin, end) of the last ``\boxed{...}`` (or ``\fbox{...}``), from its backslash
+    through its matching brace; None if there is none or its braces never close.
 
     Braces are counted naively (``\{`` counts too), as the MATH grader does; ``\boxed 5`` without
     braces is not an answer, as in the reference grader.
@@ -26,13 +26,22 @@ def extract_boxed(text: str) -> str | None:
     start, opener = max(starts)
     if start < 0:
         return None
-    content_start = start + len(opener)
     depth = 1
-    for brace in _BRACE.finditer(text, content_start):
+    for brace in _BRACE.finditer(text, start + len(opener)):
         depth += 1 if brace.group() == "{" else -1
         if depth == 0:
-            return text[content_start:brace.start()]
+            return start, brace.end()
     return None
+
+
+def extract_boxed(text: str) -> str | None:
+    r"""The content of the last ``\boxed{...}`` (or ``\fbox{...}``), braces matched; None if there is
+    none or its braces never close (see `boxed_span`)."""
+    span = boxed_span(text)
+    if span is None:
+        return None
+    begin, end = span
+    return text[text.index("{", begin) + 1:end - 1]
 
 
 # --------------------------------------------------------------------------------------------------

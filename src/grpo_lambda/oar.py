@@ -1,0 +1,104 @@
+r"""OAR's per-token advantages on TRL's scored batch: A_{i,t} = A_i · w_t ("gradient": OAR-G,
+"perturbation": OAR-P), computed once per generation batch with the policy that generated it.
+
+The final answer of a completion is the tokens that overlap the answer the grader reads
+(`grpo_lambda.grading.extract.boxed_span`: the last ``\boxed{...}`` or ``\fbox{...}``, braces
+matched), else its last ``oar_answer_tokens`` tokens; the reasoning tokens are those before it; the
+other tokens keep weight 1. The scores and weights themselves are pure torch
+(`grpo_lambda.objectives`: ``oar_gradient_importance``, ``oar_perturbation_importance``,
+``oar_weights``); this module finds the tokens and runs the model.
+"""
+
+from __future__ import annotations
+
+import torch
+
+from grpo_lambda.grading.extract import boxed_span
+from grpo_lambda.objectives import oar_gradient_importance, oar_perturbation_importance, oar_weights
+
+
+def oar_advantages(model, tokenizer, output: dict, args, temperature: float) -> tuple[torch.Tensor, float | None]:
+    """(B, T) advantages A_i · w_t of a scored batch, and the mean over the scored rows of their largest
+    weight (None when no row was scored). w comes from OAR on the rows whose advantage and reasoning are
+    not empty, ``args.per_device_train_batch_size`` rows per forward pass.
+
+    model: the unwrapped policy; args: a GRPOLambdaConfig (its ``oar_*`` fields); temperature: the
+    sampling temperature the logits are divided by, as in TRL.
+    """
+    advantages, completion_mask = output["advantages"], output["completion_mask"]
+    answer, reasoning = answer_and_reasoning_masks(token_texts(tokenizer, output["completion_ids"]), completion_mask,
+                                                   args.oar_answer_tokens)
+    weights = torch.ones(completion_mask.shape, dtype=torch.float32, device=completion_mask.device)
+    rows = ((advantages != 0) & reasoning.any(-1)).nonzero().squeeze(1)
+    if len(rows) == 0:  # (split would still hand back one empty chunk)
+        return advantages.unsqueeze(1) * weights.to(advantages.dtype), None
+    for chunk in rows.split(args.per_device_train_batch_size):
+        importance = _importance(model, tokenizer, output, chunk, answer[chunk], reasoning[chunk], args, temperature)
+        weights[chunk] = oar_weights(importance, reasoning[chunk], quantile=args.oar_quantile,
+                                     boost=args.oar_boost).to(weights.dtype)
+    max_weight = weights[rows].amax(-1).mean().item()
+    return advantages.unsqueeze(1) * weights.to(advantages.dtype), max_weight
+
+
+def _importance(model, tokenizer, output, rows, answer, reasoning, args, temperature):
+    """OAR scores of the completion tokens of some rows, (n, T), with the policy as it is now."""
+    prompt_length = output["prompt_ids"].size(1)
+    completion_length = output["completion_ids"].size(1)
+    input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], 1)[rows]
+    attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], 1)[rows]
+    # Scores are defined over the whole sequence; only completion tokens are reasoning tokens.
+    reasoning_full = torch.cat([reasoning.new_zeros(len(rows), prompt_length), reasoning], 1)
+
+    def completion_logits(mask, **model_inputs):
+        # logits[:, i] predicts completion token i (TRL keeps logits_to_keep + 1 and drops the last)
+        logits = model(attention_mask=mask, use_cache=False, logits_to_keep=completion_length + 1,
+                       **model_inputs).logits[:, :-1]
+        return logits / temperature
+
+    if args.oar_method == "gradient":
+        embeds = model.get_input_embeddings()(input_ids)
+        importance = oar_gradient_importance(
+            lambda e: completion_logits(attention_mask, inputs_embeds=e), embeds, reasoning_full, answer,
+            sigma=args.oar_sigma)
+    else:
+        importance = oar_perturbation_importance(
+            lambda ids, mask: completion_logits(mask, input_ids=ids), input_ids, attention_mask,
+            reasoning_full, answer, pad_id=tokenizer.pad_token_id, batch_size=args.per_device_train_batch_size)
+    return importance[:, prompt_length:]
+
+
+def token_texts(tokenizer, completion_ids: torch.Tensor) -> list[list[str]]:
+    """Each completion token decoded on its own (special tokens as ''), one list per row."""
+    flat = tokenizer.batch_decode(completion_ids.reshape(-1, 1).tolist(), skip_special_tokens=True)
+    width = completion_ids.size(1)
+    return [flat[row * width:(row + 1) * width] for row in range(completion_ids.size(0))]
+
+
+def answer_and_reasoning_masks(texts_per_row: list[list[str]], completion_mask: torch.Tensor, last_tokens: int):
+    """(answer, reasoning) bool masks (B, T) of completions, from each token's decoded text.
+
+    The answer is the tokens that overlap the grader's answer span (`boxed_span`: the last ``\\boxed{...}``
+    or ``\\fbox{...}`` through its matching brace); without one (no box, or one never closed), the last
+    `last_tokens` tokens. The reasoning is the tokens before the answer. The completion is the first
+    completion_mask.sum() tokens of its row.
+    """
+    answer = torch.zeros(completion_mask.shape, dtype=torch.bool)
+    reasoning = torch.zeros(completion_mask.shape, dtype=torch.bool)
+    for row, length in enumerate(completion_mask.sum(-1).tolist()):
+        texts = texts_per_row[row][:int(length)]
+        if not texts:
+            continue
+        starts = [0]
+        for text in texts:
+            starts.append(starts[-1] + len(text))
+        span = boxed_span("".join(texts))
+        if span is None:
+            first = max(0, len(texts) - last_tokens)
+            answer[row, first:len(texts)] = True
+        else:
+            begin, end = span  # character range [begin, end)
+            hits = [i for i in range(len(texts)) if starts[i] < end and starts[i + 1] > begin]
+            first = hits[0]
+            answer[row, first:hits[-1] + 1] = True
+        reasoning[row, :first] = True
+    return answer.to(completion_mask.device), reasoning.to(completion_mask.device)

@@ -1,0 +1,123 @@
+"""grpo_lambda.variants against the config schema's ``$defs/variant`` and the code that runs a variant: the schema
+offers exactly the keys the trainer's config takes, with the choices the objectives and TRL implement, and the
+config's validation and `variant_config_kwargs` refuse the same variants."""
+
+import copy
+import dataclasses
+import re
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from grpo_lambda import config as study
+from grpo_lambda import variants
+from grpo_lambda.objectives import HISTORY_SCOPES, LOSS_TYPES, STRACE_MODES, UPDATES
+from grpo_lambda.traces import FORMS, STYLES
+
+SCHEMA = study.load_schema()["$defs"]["variant"]
+
+# Variant key -> the values the code that runs it implements (read from that code, not from the schema).
+OUR_CHOICES = {
+    "objective": variants.OBJECTIVES,
+    "style": STYLES,
+    "form": FORMS,
+    "update": UPDATES,
+    "scope": HISTORY_SCOPES,
+    "strace_mode": STRACE_MODES,
+    "oar_method": (*variants.OAR_METHODS, None),  # None: no OAR (the config field's default)
+}
+# Variant keys whose choices are TRL's: the values its GRPOConfig help names.
+TRL_CHOICE_KEYS = ("loss_type", "scale_rewards", "importance_sampling_level")
+
+
+def trl_help(key):
+    from trl import GRPOConfig
+
+    return next(field.metadata["help"] for field in dataclasses.fields(GRPOConfig) if field.name == key)
+
+
+def test_the_schema_offers_exactly_the_variant_keys_of_the_table():
+    assert set(SCHEMA["properties"]) == set(variants.VARIANT_KEYS)
+    assert len(variants.VARIANT_KEYS) == len(set(variants.VARIANT_KEYS))  # no key in two groups
+    assert SCHEMA["required"] == ["objective"] and SCHEMA["additionalProperties"] is False
+
+
+def test_every_variant_key_sets_a_field_of_the_trainers_config():
+    fields = study.trl_config_fields()  # GRPOLambdaConfig's and its TRL bases', read from their source
+    for key, (field_name, objectives) in variants.OBJECTIVE_KEYS.items():
+        assert field_name in fields, key
+        assert objectives is None or set(objectives) < set(variants.OBJECTIVES), key
+    assert set(variants.TRL_KEYS) <= set(fields)
+    assert set(variants.OAR_PARAMETER_KEYS) < set(variants.OBJECTIVE_KEYS)
+    assert variants.OBJECTIVE_KEYS["scope"][1] == variants.HISTORY_OBJECTIVES
+
+
+def test_the_schemas_choices_are_the_ones_the_code_implements():
+    enums = {key: prop["enum"] for key, prop in SCHEMA["properties"].items() if "enum" in prop}
+    assert set(enums) == set(OUR_CHOICES) | set(TRL_CHOICE_KEYS)  # a new choice key needs its truth here
+    for key, choices in OUR_CHOICES.items():
+        assert sorted(enums[key], key=str) == sorted(choices, key=str), key
+    # TRL's loss types, from the sentence of its help that lists them all.
+    listed = re.search(r"Supported values are (.*?)\. ", trl_help("loss_type")).group(1)
+    assert sorted(enums["loss_type"]) == sorted(re.findall(r"'(\w+)'", listed))
+    assert set(LOSS_TYPES) < set(enums["loss_type"])  # those the other objectives normalise like TRL
+    for key in ("scale_rewards", "importance_sampling_level"):
+        for choice in enums[key]:
+            assert f"{choice}'" in trl_help(key), (key, choice)
+
+
+def test_the_config_defaults_are_values_the_schema_accepts(tmp_path):
+    """Every field a variant key sets, as GRPOLambdaConfig leaves it by default (None for OAR, epsilon_high,
+    delta, ...), is a value of that key; a schema that refused one would refuse the config's own default."""
+    from grpo_lambda.trainer_config import GRPOLambdaConfig
+
+    for objective in variants.OBJECTIVES:
+        config = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
+                                  objective=objective)
+        for key in (*variants.OBJECTIVE_KEYS, *variants.TRL_KEYS):
+            field_name = variants.OBJECTIVE_KEYS[key][0] if key in variants.OBJECTIVE_KEYS else key
+            variants.check_value(field_name, key, getattr(config, field_name))
+
+
+# Variants where the schema and the trainer once disagreed, each with whether a run can take it.
+AGREEMENT = [
+    ({"objective": "grpo", "loss_type": "cispo"}, True),
+    ({"objective": "grpo", "num_iterations": 2, "off_policy_mask_threshold": 0.5}, True),
+    ({"objective": "grpo", "use_bias_correction_kl": False, "epsilon_high": None, "delta": None}, True),
+    ({"objective": "grpo", "oar_method": None}, True),
+    ({"objective": "grpo", "delta": 1.0}, False),
+    ({"objective": "grpo", "epsilon": -0.2}, False),
+    ({"objective": "grpo", "num_iterations": 0}, False),
+    ({"objective": "grpo", "oar_method": "gradient", "oar_answer_tokens": 8.0}, False),
+    ({"objective": "grpo", "label": 3}, False),
+]
+
+
+@pytest.mark.parametrize("variant, runs", AGREEMENT)
+def test_the_config_validation_and_the_trainer_refuse_the_same_variants(variant, runs):
+    config = copy.deepcopy(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    config["variants"] = {"x": variant}
+    config["models"] = {name: {k: v for k, v in spec.items() if k != "variants"}
+                        for name, spec in config["models"].items()}
+    try:
+        study.validate(config)
+        validated = True
+    except study.ConfigError as error:
+        assert "variants.x" in str(error)
+        validated = False
+    try:
+        variants.variant_config_kwargs(variant)
+        trained = True
+    except ValueError:
+        trained = False
+    assert validated == trained == runs
+
+
+def test_a_value_error_names_the_key_and_says_why():
+    with pytest.raises(ValueError, match=r"^oar_answer_tokens: 8\.0 is not of type 'integer'$"):
+        variants.variant_config_kwargs({"objective": "grpo", "oar_method": "gradient", "oar_answer_tokens": 8.0})
+    with pytest.raises(ValueError, match=r"^lam must be a finite number, got nan$"):
+        variants.variant_config_kwargs({"objective": "grpo_lambda", "lam": float("nan")})
+    with pytest.raises(ValueError, match=r"^trace_gamma: 0 is less than or equal to the minimum of 0$"):
+        variants.check_value("trace_gamma", "gamma", 0)
