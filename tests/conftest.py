@@ -94,3 +94,15 @@ def rl_learning_problems(results: Path, config: dict) -> list[str]:
                 if largest_weight_change(model, other_model) == 0:
                     problems.append(f"{model}: variants {variant} and {other} trained identical weights")
     return problems
+
+
+@pytest.fixture(scope="module")
+def model_dir(tmp_path_factory):
+    """A tiny Llama (hidden 32, 2 layers) and its character tokenizer, saved so TRL can load a reference copy
+    (the trainer tests' model: tests/trainer_batch.py builds trainers and batches on it)."""
+    from grpo_lambda import tiny
+
+    path = tmp_path_factory.mktemp("tiny") / "model"
+    tiny.build(str(path), seed=0, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
+               max_position_embeddings=64)
+    return str(path)

@@ -18,7 +18,7 @@ from grpo_lambda.objectives import high_entropy_mask
 from grpo_lambda.trainer import GRPOLambdaTrainer, uninformative_groups
 from grpo_lambda.trainer_config import GRPOLambdaConfig
 from grpo_lambda.variants import variant_config_kwargs
-from test_trainer import loss_grads_metrics, make_inputs, model_dir  # noqa: F401 (model_dir is a fixture)
+from trainer_batch import loss_grads_metrics, make_inputs
 
 ROOT = Path(__file__).resolve().parents[1]
 COMPARE = yaml.safe_load((ROOT / "config" / "compare.yaml").read_text())["variants"]

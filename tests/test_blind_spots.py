@@ -25,7 +25,7 @@ from grpo_lambda.trainer_config import GRPOLambdaConfig
 from test_aggregate import BENCHMARKS, DATASETS, _mean_over_seeds
 from test_aggregate import tree as aggregate_tree  # noqa: F401 (a fixture)
 from test_config import DEFAULT
-from test_trainer import COMPLETION, make_inputs, make_trainer, model_dir  # noqa: F401 (model_dir is a fixture)
+from trainer_batch import COMPLETION, make_inputs, make_trainer
 
 # --- the trainer honours every GRPO-λ setting ------------------------------------------------------
 

@@ -3,7 +3,6 @@
 import subprocess
 from collections import defaultdict, deque
 
-import pytest
 
 from grpo_lambda import completions, files
 

@@ -10,7 +10,7 @@ from trl import GRPOConfig, GRPOTrainer
 from grpo_lambda.objectives import ObjectiveParams, history_log_ratio, policy_loss
 from grpo_lambda.trainer import GRPOLambdaTrainer
 from grpo_lambda.trainer_config import GRPOLambdaConfig
-from test_trainer import assert_same, loss_grads_metrics, make_inputs, make_trainer, model_dir  # noqa: F401 (fixture)
+from trainer_batch import assert_same, loss_grads_metrics, make_inputs, make_trainer
 
 GSPO = {"loss_type": "grpo", "epsilon": 3e-4, "epsilon_high": 4e-4}  # GSPO's clip range (TRL's recipe)
 # TRL averages its clip fractions over sequences when the ratio is one per sequence; ours are token means.

@@ -17,7 +17,6 @@ from transformers import AutoTokenizer
 import grpo_lambda.oar as oar_module
 from grpo_lambda.trainer import GRPOLambdaTrainer
 from grpo_lambda.trainer_config import GRPOLambdaConfig
-from test_trainer import model_dir  # noqa: F401 (a fixture)
 
 PROMPTS = ["1+2=", "34", "5-6=", "7+8=", "9*9="]  # the second is left-padded to 4 tokens
 # (completion text, ends with EOS, advantage); width 24.

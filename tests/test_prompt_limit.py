@@ -6,7 +6,7 @@ from datasets import Dataset
 from trl import GRPOConfig, GRPOTrainer
 
 from grpo_lambda.train import drop_long_prompts, prompt_token_count
-from test_trainer import make_trainer, model_dir  # noqa: F401 (fixture)
+from trainer_batch import make_trainer
 
 
 def test_long_prompts_are_left_out_and_counted(model_dir, tmp_path):

@@ -11,7 +11,7 @@ import torch
 
 from grpo_lambda.trainer import GRPOLambdaTrainer
 from grpo_lambda.trainer_config import GRPOLambdaConfig
-from test_trainer import make_trainer, model_dir  # noqa: F401 (model_dir is a fixture)
+from trainer_batch import make_trainer
 
 LAM = 0.9
 # 4 completions of width 7: lengths 7, 5, 7, 5 (24 tokens), 4 of them tool output (tool_mask 0): 20 loss tokens.

@@ -12,7 +12,7 @@ from grpo_lambda.objectives import ObjectiveParams, policy_loss
 from grpo_lambda.traces import apply_trace, trace_matrix
 from grpo_lambda.trainer import GRPOLambdaTrainer
 from grpo_lambda.trainer_config import GRPOLambdaConfig, objective_params
-from test_trainer import loss_grads_metrics, model_dir  # noqa: F401 (model_dir is a fixture)
+from trainer_batch import loss_grads_metrics
 
 ABSOLUTE = [("recent", "absolute"), ("both", "absolute")]
 EVERY_FORM = [*ABSOLUTE, ("recent", "relative"), ("both", "relative"), ("early", "relative")]
