@@ -5,8 +5,9 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from grpo_lambda import aggregate, figures, launch, prefetch
+from grpo_lambda import launch, prefetch
 from grpo_lambda import config as study
+from grpo_lambda.tables import names
 
 # Snakemake's YAML reader keeps the last of two equal keys: the config files are read again, strictly.
 for config_file in workflow.overwrite_configfiles or workflow.configfiles:
@@ -186,8 +187,11 @@ def final_targets():
 # The files the report shows. Snakemake's parser reads a line that starts with `report(` as the
 # report directive, hence the alias.
 snakemake_report = report
-TABLES = aggregate.table_names(config)
-FIGURES = [name.rsplit(".", 1)[0] for name in figures.output_files(config) if name.endswith(".png")]
+TABLES = names.table_names(config)
+# The figures' data (names.CSV_ONLY): CSV only, and left out of the report.
+DATA_TABLES = [name for name in TABLES if name in names.CSV_ONLY]
+SHOWN_TABLES = [name for name in TABLES if name not in names.CSV_ONLY]
+FIGURES = names.figure_names(config)
 
 
 def reported(folder, names, ext, caption, category):
