@@ -5,7 +5,7 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from grpo_lambda import launch, prefetch
+from grpo_lambda import launch, layout, prefetch
 from grpo_lambda import config as study
 from grpo_lambda.tables import names
 
@@ -114,7 +114,7 @@ def launcher(w, resources):
 
 
 def cell_dir(w):
-    return f"{RESULTS}/{w.model}/{w.dataset}/{w.variant}/seed{w.seed}"
+    return f"{RESULTS}/{layout.cell(w.model, w.dataset, w.variant, w.seed)}"
 
 
 def base_model_input(w):
@@ -159,7 +159,7 @@ def sft_eval_files(ext="json"):
 
 def rl_eval_files(ext="json"):
     return [
-        f"{RESULTS}/{c['model']}/{c['dataset']}/{c['variant']}/seed{c['seed']}/eval/{step}/{benchmark}.{ext}"
+        f"{RESULTS}/{layout.evaluation(c['model'], c['dataset'], c['variant'], c['seed'], step, benchmark, ext)}"
         for c in CELLS
         for step in study.model_checkpoints(config, c["model"]) + ["final"]
         for benchmark in BENCHMARKS
@@ -168,7 +168,7 @@ def rl_eval_files(ext="json"):
 
 def train_logs():
     return [
-        f"{RESULTS}/{c['model']}/{c['dataset']}/{c['variant']}/seed{c['seed']}/train_log.csv"
+        f"{RESULTS}/{layout.train_log(c['model'], c['dataset'], c['variant'], c['seed'])}"
         for c in CELLS
     ]
 
