@@ -221,7 +221,11 @@ def cmd_aggregate(args) -> None:
 def cmd_figures(args) -> None:
     from grpo_lambda import figures
 
-    print("\n".join(figures.main(_study(args, "figures"), args.tables, args.out)))
+    config = _study(args, "figures")
+    try:
+        print("\n".join(figures.main(config, args.tables, args.out)))
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
 
 
 def cmd_spread(args) -> None:
