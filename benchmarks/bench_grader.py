@@ -20,7 +20,8 @@ import json
 import time
 from pathlib import Path
 
-from grpo_lambda import rewards
+from grpo_lambda import grading
+from grpo_lambda.grading import string_match, workers
 
 BENCHMARKS = ("aime24", "amc", "math500", "minerva", "olympiadbench")
 DEFAULT_DATA = Path(__file__).resolve().parents[1].parent / "shared" / "data" / "benchmarks"
@@ -36,8 +37,8 @@ def load_golds(folder: Path) -> list[tuple[str, object]]:
 
 def timed(label: str, function, *args, **kwargs):
     # Start cold: no cached normalisations or verdicts from an earlier run.
-    rewards._comparison_keys.cache_clear()
-    rewards._symbolic_equal.cache_clear()
+    string_match._comparison_keys.cache_clear()
+    workers._symbolic_equal.cache_clear()
     start = time.perf_counter()
     result = function(*args, **kwargs)
     print(f"{label:<44} {time.perf_counter() - start:8.3f} s")
@@ -66,15 +67,15 @@ def time_limits(limit: float = 0.5) -> None:
     golds = [str(rng.randint(-10**6, 10**6)) for _ in range(500)]
     texts = [f"\\boxed{{{g}}}" for g in golds] + [f"\\boxed{{{int(g) + 1}}}" for g in golds]
     start = time.perf_counter()
-    [rewards.grade(text, gold) for text, gold in zip(texts, golds + golds)]
+    [grading.grade(text, gold) for text, gold in zip(texts, golds + golds)]
     report("1,000 integer gradings", time.perf_counter() - start, 2.0)
-    rewards.grade("\\boxed{y+warm}", "z", timeout=30)  # a worker ready, as in a long run
+    grading.grade("\\boxed{y+warm}", "z", timeout=30)  # a worker ready, as in a long run
     for name, answer in RUNAWAY.items():
         start = time.perf_counter()
-        rewards.grade(f"\\boxed{{{answer}}}", "5", timeout=limit)
+        grading.grade(f"\\boxed{{{answer}}}", "5", timeout=limit)
         report(f"{name} (limit {limit} s)", time.perf_counter() - start, limit + 0.5)
     start = time.perf_counter()
-    rewards.grade("x" * 5_000_000 + "\\boxed{5}", "5")
+    grading.grade("x" * 5_000_000 + "\\boxed{5}", "5")
     report("5,000,000-character completion", time.perf_counter() - start, 1.0)
 
 
@@ -90,20 +91,20 @@ def main() -> None:
         return
 
     golds = load_golds(args.data)
-    completions = [f"... so the answer is \\boxed{{{rewards.gold_forms(gold)[0]}}}" for _, gold in golds]
+    completions = [f"... so the answer is \\boxed{{{grading.gold_forms(gold)[0]}}}" for _, gold in golds]
     answers = [gold for _, gold in golds]
     print(f"{len(golds)} benchmark golds from {args.data}")
 
-    serial = timed("grade, serially", lambda: [rewards.grade(c, g) for c, g in zip(completions, answers)])
-    parallel = timed(f"grade_many (processes={args.processes or 'CPUs'})", rewards.grade_many,
+    serial = timed("grade, serially", lambda: [grading.grade(c, g) for c, g in zip(completions, answers)])
+    parallel = timed(f"grade_many (processes={args.processes or 'CPUs'})", grading.grade_many,
                      completions, answers, processes=args.processes)
     print(f"correct: {sum(serial)} of {len(serial)} (grade_many agrees: {serial == parallel})")
 
     if args.wrong:
         shifted = [(completions[i], answers[i + 1]) for i in range(len(golds) - 1) if golds[i][0] == golds[i + 1][0]]
         texts, others = [text for text, _ in shifted], [gold for _, gold in shifted]
-        rewards.grade_many(["\\boxed{y}"] * 8, ["z"] * 8, processes=args.processes)  # start the workers
-        wrong = timed(f"grade_many, {len(shifted)} answers vs the next gold", rewards.grade_many,
+        grading.grade_many(["\\boxed{y}"] * 8, ["z"] * 8, processes=args.processes)  # start the workers
+        wrong = timed(f"grade_many, {len(shifted)} answers vs the next gold", grading.grade_many,
                       texts, others, processes=args.processes)
         print(f"accepted: {sum(wrong)} of {len(wrong)} (pairs include genuinely equal golds)")
 

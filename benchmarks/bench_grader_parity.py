@@ -1,4 +1,4 @@
-"""Agreement of ``grpo_lambda.rewards`` with a reference math grader on answer variants of real golds.
+"""Agreement of ``grpo_lambda.grading`` with a reference math grader on answer variants of real golds.
 
     python benchmarks/bench_grader_parity.py PATH/TO/math_grader.py [--data ../shared/data/benchmarks]
         [--limit N] [--show 3]
@@ -27,7 +27,7 @@ from pathlib import Path
 
 from bench_grader import DEFAULT_DATA, load_golds  # the 1,560 golds the speed benchmark grades
 
-from grpo_lambda import rewards
+from grpo_lambda import grading
 
 _INTEGER = re.compile(r"-?\d+")
 
@@ -51,8 +51,8 @@ def _with_commas(digits: str) -> str:
 
 def variants(gold, other_gold) -> dict[str, str]:
     """Completions a model might write for ``gold``, by variant name (only those that apply)."""
-    form = rewards.gold_forms(gold)[0]
-    other = rewards.gold_forms(other_gold)[0]
+    form = grading.gold_forms(gold)[0]
+    other = grading.gold_forms(other_gold)[0]
     box = lambda content: f"Reasoning first. So the final answer is $\\boxed{{{content}}}$"  # noqa: E731
     out = {
         "exact": box(form),
@@ -114,7 +114,7 @@ def main(argv: list[str] | None = None) -> int:
                   if not args.variants or name in args.variants]
 
     start = time.perf_counter()
-    ours = rewards.grade_many([text for *_, text in cases], [gold for _, gold, *_ in cases])
+    ours = grading.grade_many([text for *_, text in cases], [gold for _, gold, *_ in cases])
     ours_seconds = time.perf_counter() - start
     start = time.perf_counter()
     # The reference's own signal-based timeouts need each comparison on a process's main thread.

@@ -19,7 +19,7 @@ from pathlib import Path
 import pandas as pd
 import yaml
 
-from grpo_lambda import aggregate
+from grpo_lambda.tables.collect import collect_train_logs
 from grpo_lambda.data import arith
 
 
@@ -67,7 +67,7 @@ def main() -> None:
     train = read_jsonl(results / "data" / f"{dataset}.jsonl")
     wrong = sum(row.get("step_errors", 0) > 0 for row in train)
     print(f"\nSFT targets with a wrong carry: {wrong} of {len(train)} ({wrong / len(train):.3f}).\n")
-    logs = aggregate.collect_train_logs(results, config)
+    logs = collect_train_logs(results, config)
     if not logs.empty:
         steps = logs["step"].max()
         early, late = logs[logs["step"] <= 5], logs[logs["step"] > steps - 5]

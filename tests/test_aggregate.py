@@ -9,7 +9,12 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lambda import aggregate
+from grpo_lambda.tables import write
+from grpo_lambda.tables.build import build_tables
+from grpo_lambda.tables.collect import collect, collect_samples, expected_cells, load_published, summarise
+from grpo_lambda.tables.labels import _published_variant, variant_label
+from grpo_lambda.tables.names import table_files
+from grpo_lambda.tables.options import report_options
 
 BENCHMARKS = {"aime24": 30, "amc": 40, "math500": 60, "minerva": 30, "olympiadbench": 40}
 DATASETS = ["math12k", "gsm8k"]
@@ -110,7 +115,7 @@ def tree(tmp_path_factory):
 @pytest.fixture(scope="module")
 def tables(tree):
     root, config = tree
-    return aggregate.build_tables(config, root)
+    return build_tables(config, root)
 
 
 def _mean_over_seeds(model, dataset, variant, benchmark):
@@ -123,8 +128,8 @@ def _average(fn, *args):
 
 def test_collect_reads_each_cell_exactly(tree):
     root, config = tree
-    frame = aggregate.collect(root, config)
-    expected_rows = len(aggregate.expected_cells(config))
+    frame = collect(root, config)
+    expected_rows = len(expected_cells(config))
     assert len(frame) == expected_rows
     for row in frame.sample(25, random_state=0).itertuples():
         seed = None if pd.isna(row.seed) else int(row.seed)
@@ -184,7 +189,7 @@ def test_table1_default_is_the_mean_of_recent_trace_variants(tables):
 def test_table1_choice_from_the_config(tree):
     root, config = tree
     config = {**config, "report": {"bootstrap": 0, "grpo_lambda_variant": {"qwen15": "bw99", "small": "mean"}}}
-    t1 = aggregate.build_tables(config, root)["table1"].set_index(["model", "method"])
+    t1 = build_tables(config, root)["table1"].set_index(["model", "method"])
     assert t1.loc[("qwen15", "grpo_lambda"), "variants"] == "bw99"
     assert t1.loc[("qwen15", "grpo_lambda"), "math500"] == pytest.approx(
         np.mean([_mean_over_seeds("qwen15", d, "bw99", "math500") for d in DATASETS]))
@@ -192,7 +197,7 @@ def test_table1_choice_from_the_config(tree):
 
 
 def test_published_difference(tables):
-    published_t1, published_e = aggregate.load_published()
+    published_t1, published_e = load_published()
     cmp = tables["table1_published"]
     assert set(cmp.model) == {"qwen15"}  # "small" has no paper_name
     row = cmp[(cmp.method == "grpo_lambda") & (cmp.benchmark == "math500")].iloc[0]
@@ -261,8 +266,8 @@ def test_checkpoints_table_places_sft_at_zero_and_final_at_max_steps(tables):
 
 def test_main_writes_every_table_in_three_formats(tree, tmp_path):
     root, config = tree
-    paths = aggregate.main(config, root, tmp_path / "tables")
-    assert [Path(p).name for p in paths] == aggregate.output_files(config)
+    paths = write.main(config, root, tmp_path / "tables")
+    assert [Path(p).name for p in paths] == table_files(config)
     for path in paths:
         assert Path(path).stat().st_size > 0
     tex = (tmp_path / "tables" / "table1.tex").read_text()
@@ -281,7 +286,7 @@ def test_partial_run_reports_what_exists(tree, tmp_path):
     shutil.copytree(root, partial)
     shutil.rmtree(partial / "qwen15" / "gsm8k" / "bw99")  # a whole variant not run yet
     (partial / "qwen15" / "math12k" / "rt98" / "seed1" / "eval" / "final" / "amc.jsonl").unlink()
-    tables = aggregate.build_tables(config, partial)
+    tables = build_tables(config, partial)
     missing = tables["missing"]
     assert len(missing[(missing.variant == "bw99") & (missing.dataset == "gsm8k")]) == 2 * 2 * len(BENCHMARKS)
     assert len(missing) == 2 * 2 * len(BENCHMARKS) + 1
@@ -299,10 +304,10 @@ def test_partial_run_reports_what_exists(tree, tmp_path):
 
 def test_empty_results_folder_still_writes_tables(tmp_path):
     config = make_config()
-    paths = aggregate.main(config, tmp_path / "nothing", tmp_path / "out")
-    assert len(paths) == len(aggregate.output_files(config))
+    paths = write.main(config, tmp_path / "nothing", tmp_path / "out")
+    assert len(paths) == len(table_files(config))
     missing = pd.read_csv(tmp_path / "out" / "missing.csv")
-    assert len(missing) == len(aggregate.expected_cells(config))
+    assert len(missing) == len(expected_cells(config))
 
 
 def test_bad_report_options_name_the_key():
@@ -312,18 +317,18 @@ def test_bad_report_options_name_the_key():
                         ({"grpo_lambda_variant": {"colour": "red"}}, "report.grpo_lambda_variant"),
                         ({"smoothing": 1.5}, "report.smoothing"), ({"typo": 1}, "unknown option")]:
         with pytest.raises(ValueError, match=key):
-            aggregate.report_options({**config, "report": report})
+            report_options({**config, "report": report})
 
 
 def test_variant_labels_distinguish_trace_forms():
     config = make_config()
     config["variants"]["rt99abs"] = {**config["variants"]["rt99"], "form": "absolute"}
-    assert aggregate.variant_label(config, "rt99") == "recent/trace/0.99/relative"
-    assert aggregate.variant_label(config, "rt99abs") == "recent/trace/0.99/absolute"
-    assert aggregate.variant_label(config, "same") == "GRPO again"
-    assert aggregate._published_variant(config, "rt99abs", "grpo") == ("recent", "trace", "0.99")
-    assert aggregate._published_variant(config, "grpo", "grpo") == ("grpo", "grpo", "")
-    assert aggregate._published_variant(config, "same", "grpo") is None
+    assert variant_label(config, "rt99") == "recent/trace/0.99/relative"
+    assert variant_label(config, "rt99abs") == "recent/trace/0.99/absolute"
+    assert variant_label(config, "same") == "GRPO again"
+    assert _published_variant(config, "rt99abs", "grpo") == ("recent", "trace", "0.99")
+    assert _published_variant(config, "grpo", "grpo") == ("grpo", "grpo", "")
+    assert _published_variant(config, "same", "grpo") is None
 
 
 @pytest.mark.parametrize("name", ["config", "compare", "beyond", "paper", "rehearsal"])
@@ -333,7 +338,7 @@ def test_every_variant_of_a_shipped_config_has_its_own_label(name):
     from grpo_lambda import config as study
 
     config = study.load(str(Path(__file__).parents[1] / "config" / f"{name}.yaml"))
-    labels = [aggregate.variant_label(config, variant) for variant in config["variants"]]
+    labels = [variant_label(config, variant) for variant in config["variants"]]
     assert len(set(labels)) == len(labels), labels
 
 
@@ -348,7 +353,7 @@ def test_sampled_completions_give_pass_at_k(tmp_path):
     rows += [{"id": pid, "mode": "sampled", "sample": s, "correct": (pid == 0 and s == 1) or pid == 1,
               "formatted": True, "length": 5} for pid in range(4) for s in range(2)]
     (folder / "amc.jsonl").write_text("".join(json.dumps(r) + "\n" for r in rows))
-    frame = aggregate.collect(tmp_path, config)
+    frame = collect(tmp_path, config)
     row = frame[frame.benchmark == "amc"].iloc[0]
     assert row.accuracy == pytest.approx(0.25) and row.n == 4
     assert row.k == 2 and row.sampled_accuracy == pytest.approx(3 / 8) and row.pass_at_k == pytest.approx(0.5)
@@ -362,14 +367,14 @@ def test_a_malformed_evaluation_line_is_skipped_and_named(tmp_path, caplog):
     (folder / "amc.jsonl").write_bytes(b'{"id": 0, "correct": true}\n{"correct": tru\n{"id": 1, "correct": null}\n'
                                        b'{"id": "\xff"}\n{"id": 2, "correct": false, "length": "7"}\n'
                                        b'{"id": 3, "correct": false}\n{"id": 0, "correct": true}\n')
-    samples = aggregate.collect_samples(tmp_path, config)
+    samples = collect_samples(tmp_path, config)
     assert list(samples["id"]) == ["0", "3"] and list(samples["correct"]) == [1.0, 0.0]
     for line in (2, 3, 4, 5):
         assert f"amc.jsonl:{line}:" in caplog.text
     assert "dropped 5 of 7 rows" in caplog.text
     (folder / "amc.jsonl").write_text('{"id": 0, "correct": true}\n{"id": 0, "correct": false}\n')
     with pytest.raises(ValueError, match=r"amc\.jsonl:1 and .*amc\.jsonl:2"):
-        aggregate.collect_samples(tmp_path, config)
+        collect_samples(tmp_path, config)
 
 
 def test_a_config_without_grpo_compares_with_its_first_variant_and_shows_no_grpo(tmp_path):
@@ -377,10 +382,10 @@ def test_a_config_without_grpo_compares_with_its_first_variant_and_shows_no_grpo
     config["variants"] = {v: spec for v, spec in config["variants"].items() if spec["objective"] != "grpo"}
     config["models"]["small"]["variants"] = ["rt99"]
     build_tree(tmp_path / "results", config)
-    paths = aggregate.main(config, tmp_path / "results", tmp_path / "tables")
-    assert [Path(p).name for p in paths] == aggregate.output_files(config)
-    tables = aggregate.build_tables(config, tmp_path / "results")
-    assert aggregate.report_options(config)["baseline"] == "rt98"
+    paths = write.main(config, tmp_path / "results", tmp_path / "tables")
+    assert [Path(p).name for p in paths] == table_files(config)
+    tables = build_tables(config, tmp_path / "results")
+    assert report_options(config)["baseline"] == "rt98"
 
     # Appendix E: each variant once, the baseline first; values are the variant's own
     e = tables["appendix_e_qwen15"].set_index(["benchmark", "dataset"])
@@ -395,7 +400,7 @@ def test_a_config_without_grpo_compares_with_its_first_variant_and_shows_no_grpo
     assert "grpo" not in set(tables["table1_published"]["method"])
 
     # the published comparison pairs the baseline with its own twin, never with the paper's GRPO
-    _, published_e = aggregate.load_published()
+    _, published_e = load_published()
     twin = published_e[(published_e.model == "Qwen2.5-Math-1.5B-Instruct") & (published_e.trace_style == "recent")
                        & (published_e.update_style == "trace") & (published_e.lam == 0.98)]
     twin = twin.set_index(["train_dataset", "benchmark"])["accuracy"]
@@ -419,8 +424,8 @@ def _table1(config: dict, root) -> pd.DataFrame:
     from grpo_lambda.tables.cells import Cells
     from grpo_lambda.tables.table1 import table1
 
-    options = aggregate.report_options(config)
-    cells = Cells(aggregate.collect_samples(root, config), config["benchmarks"], options)
+    options = report_options(config)
+    cells = Cells(collect_samples(root, config), config["benchmarks"], options)
     return table1(cells, config, options).set_index(["model", "method"])
 
 
@@ -514,7 +519,7 @@ def test_pass_at_k_is_any_of_k_right_in_the_tables():
              "length": 4.0} for pid in PASS_AT_K_SAMPLED]
     rows += [{**keys, "id": pid, "mode": "sampled", "sample": j, "correct": float(right), "formatted": 1.0,
               "length": 6.0} for pid, verdicts in PASS_AT_K_SAMPLED.items() for j, right in enumerate(verdicts)]
-    row = aggregate.summarise(pd.DataFrame(rows)).iloc[0]
+    row = summarise(pd.DataFrame(rows)).iloc[0]
     assert row.accuracy == pytest.approx(1 / 4) and row.n == 4
     assert row.k == 3 and row.sampled_accuracy == pytest.approx(5 / 12) and row.pass_at_k == pytest.approx(3 / 4)
 
@@ -530,7 +535,7 @@ def test_sampled_metrics_in_the_results_rows_by_hand():
             for pid, draws in sampled.items() for j, (answer, right) in enumerate(draws)]
     rows += [{**keys, "id": pid, "mode": "greedy", "sample": 0, "correct": 1.0, "formatted": 1.0, "length": 5.0,
               "extracted": "x"} for pid in sampled]
-    row = aggregate.summarise(pd.DataFrame(rows)).iloc[0]
+    row = summarise(pd.DataFrame(rows)).iloc[0]
     assert row.k == 4 and row.sampled_accuracy == pytest.approx(3 / 12) and row.pass_at_1 == pytest.approx(3 / 12)
     assert row.pass_at_2 == pytest.approx((5 / 6 + 1 / 2 + 0) / 3)
     assert row.pass_at_k == pytest.approx(2 / 3) and row.maj_at_k == pytest.approx(1 / 3)
@@ -552,8 +557,8 @@ def test_report_metric_avg_puts_avg_at_k_in_table1_and_the_paired_table(tmp_path
         rows += [{"id": row["id"], "mode": "sampled", "sample": j, "correct": (row["id"] + j) % 4 < Q[variant],
                   "extracted": "1", "formatted": True, "length": 5} for row in rows for j in range(4)]
         path.write_text("".join(json.dumps(row) + "\n" for row in rows))
-    greedy = aggregate.build_tables(config, tmp_path)
-    averaged = aggregate.build_tables({**config, "report": {**config["report"], "metric": "avg"}}, tmp_path)
+    greedy = build_tables(config, tmp_path)
+    averaged = build_tables({**config, "report": {**config["report"], "metric": "avg"}}, tmp_path)
     t1 = averaged["table1"].set_index(["model", "method"])
     assert t1.loc[("qwen15", "grpo"), "average"] == pytest.approx(1 / 4)
     assert t1.loc[("qwen15", "grpo_lambda"), "average"] == pytest.approx((2 / 4 + 3 / 4) / 2)  # rt98, rt99

@@ -3,7 +3,7 @@ import re
 import pytest
 
 from grpo_lambda.data import arith
-from grpo_lambda.rewards import grade
+from grpo_lambda.grading import grade
 
 
 def operands(problem: str) -> list[int]:

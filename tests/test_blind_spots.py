@@ -16,10 +16,13 @@ import pytest
 import torch
 from trl import GRPOConfig, GRPOTrainer
 
-from grpo_lambda import aggregate, stats
 from grpo_lambda import config as study
+from grpo_lambda import stats
+from grpo_lambda.grading import grade, grade_many
 from grpo_lambda.objectives import ObjectiveParams, policy_loss
-from grpo_lambda.rewards import grade, grade_many
+from grpo_lambda.tables.build import build_tables
+from grpo_lambda.tables.cells import Cells
+from grpo_lambda.tables.options import REPORT_DEFAULTS
 from grpo_lambda.trainer import GRPOLambdaTrainer
 from grpo_lambda.trainer_config import GRPOLambdaConfig
 from test_aggregate import BENCHMARKS, DATASETS, _mean_over_seeds
@@ -178,7 +181,7 @@ def test_table1_averages_over_the_variants_present(aggregate_tree, tmp_path):
     shutil.rmtree(partial / "qwen15" / "gsm8k" / "rt98")  # rt99 alone on gsm8k
     shutil.rmtree(partial / "qwen15" / "gsm8k" / "grpo")  # GRPO on math12k only
     config = {**config, "report": {"bootstrap": 0}}
-    t1 = aggregate.build_tables(config, partial)["table1"].set_index(["model", "method"])
+    t1 = build_tables(config, partial)["table1"].set_index(["model", "method"])
     lam, grpo = t1.loc[("qwen15", "grpo_lambda")], t1.loc[("qwen15", "grpo")]
     assert lam["variants"] == "rt98 rt99" and lam["datasets"] == "math12k gsm8k"
     for benchmark in BENCHMARKS:
@@ -219,10 +222,10 @@ def test_bootstrap_width_is_the_binomial_width_of_its_level(level, z):
     assert (interval.high - interval.low) == pytest.approx(analytic, rel=0.06)
     # the tables ask for the report's level through Cells
     options = {"bootstrap": 4000, "level": level, "seed": 1}
-    cells = aggregate.Cells(_empty_samples(), [], options)
+    cells = Cells(_empty_samples(), [], options)
     table_interval = cells.interval([stats.Term(1.0, correct, "s", "p")])
     assert (table_interval.high - table_interval.low) == pytest.approx(analytic, rel=0.06)
-    assert aggregate.REPORT_DEFAULTS["level"] == 0.95
+    assert REPORT_DEFAULTS["level"] == 0.95
 
 
 def _empty_samples():

@@ -63,6 +63,7 @@ def _run(*argv):
     (["validate", "no-such.yaml"], "no-such.yaml"),
     (["status", "--configfile", "no-such.yaml"], "no-such.yaml"),
     (["aggregate", "--out", "o"], "--settings JSON or --config"),
+    (["figures", "--config", CONFIG, "--tables", "no-such-tables", "--out", "o"], "no-such-tables"),
     (["nonsense"], "nonsense"),
 ])
 def test_a_missing_or_wrong_argument_is_one_line_naming_it(argv, culprit):

@@ -12,7 +12,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lambda import aggregate, figures
+from grpo_lambda import figures, stats
+from grpo_lambda.tables import names, training, write
+from grpo_lambda.tables.collect import collect_train_logs
+from grpo_lambda.tables.labels import variant_label
+from grpo_lambda.tables.options import report_options
 from test_aggregate import (CHECKPOINT, DATASETS, EFFECT, MAX_STEPS, SEEDS, _mean_over_seeds, accuracy, build_tree,
                             make_config)
 
@@ -34,6 +38,15 @@ def tree(tmp_path_factory):
     return root, config
 
 
+@pytest.fixture(scope="module")
+def tables_dir(tree, tmp_path_factory):
+    """The tables the aggregate stage writes from the tree: what the figures are drawn from."""
+    root, config = tree
+    folder = tmp_path_factory.mktemp("tables")
+    write.main(config, root, folder)
+    return folder
+
+
 def _kind(path: Path) -> str:
     head = path.read_bytes()[:8]
     return "png" if head.startswith(b"\x89PNG") else "pdf" if head.startswith(b"%PDF") else "?"
@@ -51,18 +64,18 @@ def _final_train_reward(variant: str, seed: int, window: int) -> float:
     return float(np.mean(0.2 + EFFECT[variant] + 0.01 * seed + 0.3 * (1 - np.exp(-steps / 10))))
 
 
-def test_every_figure_draws_the_known_values(tree, tmp_path):
+def test_every_figure_draws_the_known_values(tree, tables_dir, tmp_path):
     """Each figure is written as PNG and PDF with its data beside it; the drawn values are the tree's."""
     root, config = tree
     out = tmp_path / "figures"
-    paths = figures.main(config, root, out)
-    assert [Path(p).name for p in paths] == figures.output_files(config)
+    paths = figures.main(config, tables_dir, out)
+    assert [Path(p).name for p in paths] == names.figure_files(config)
     assert len(paths) == 2 * (7 + len(config["models"]))  # seven grid-wide figures, one per model
     for path in map(Path, paths):
         assert path.stat().st_size > 1000
         assert _kind(path) == path.suffix[1:]
     assert not list(out.glob(".*tmp*"))
-    drawn = {name: json.loads((out / f"{name}.json").read_text()) for name in figures.figure_names(config)}
+    drawn = {name: json.loads((out / f"{name}.json").read_text()) for name in names.figure_names(config)}
     benchmarks = list(config["benchmarks"])
 
     # figure 1: Table 1's GRPO and GRPO-λ rows of qwen15, per benchmark and on average
@@ -74,7 +87,7 @@ def test_every_figure_draws_the_known_values(tree, tmp_path):
         assert _series(panel, "bar", label)["y"] == pytest.approx(per_benchmark + [np.mean(per_benchmark)])
 
     # figure 3: final training reward, a bar per variant and training set, a dot per seed
-    window = aggregate.report_options(config)["final_window"]
+    window = report_options(config)["final_window"]
     qwen = drawn["figure3"]["panels"][0]
     grpo = _series(qwen, "bar", "GRPO")
     assert grpo["y"] == pytest.approx([np.mean([_final_train_reward("grpo", s, window) for s in SEEDS])] * 2)
@@ -85,14 +98,14 @@ def test_every_figure_draws_the_known_values(tree, tmp_path):
     # reward curves: every variant, ending near its last logged reward (a smoothed mean over seeds)
     curves = drawn["reward_curves"]["panels"][0]
     assert {s["label"] for s in curves["series"] if s["kind"] == "line"} == {
-        aggregate.variant_label(config, v) for v in config["variants"]}
+        variant_label(config, v) for v in config["variants"]}
     line = _series(curves, "line", "GRPO")
     assert line["x"][-1] == MAX_STEPS
     assert line["y"][-1] == pytest.approx(np.mean([_final_train_reward("grpo", s, 1) for s in SEEDS]), abs=0.02)
 
     # checkpoints of qwen15, math12k / amc: SFT at step 0, the checkpoint, the final model at max_steps
     panel = next(p for p in drawn["checkpoints_qwen15"]["panels"] if p["title"] == "math12k / amc")
-    line = _series(panel, "line", aggregate.variant_label(config, "rt99"))
+    line = _series(panel, "line", variant_label(config, "rt99"))
     assert line["x"] == [0, CHECKPOINT, MAX_STEPS]
     assert line["y"] == pytest.approx([accuracy("qwen15", "math12k", "sft", None, "final", "amc"),
                                        _mean_over_seeds_at("qwen15", "math12k", "rt99", CHECKPOINT, "amc"),
@@ -107,9 +120,10 @@ def test_figures_of_an_empty_results_folder_say_so(tmp_path):
     config = small_config()
     config["models"] = {"qwen15": config["models"]["qwen15"]}
     out = tmp_path / "figures"
-    paths = figures.main(config, tmp_path / "nothing", out)
-    assert [Path(p).name for p in paths] == figures.output_files(config)
-    for name in figures.figure_names(config):
+    write.main(config, tmp_path / "nothing", tmp_path / "tables")
+    paths = figures.main(config, tmp_path / "tables", out)
+    assert [Path(p).name for p in paths] == names.figure_files(config)
+    for name in names.figure_names(config):
         panels = json.loads((out / f"{name}.json").read_text())["panels"]
         shown = [panel for panel in panels if panel["title"] or panel["notes"]]
         assert shown, name
@@ -135,11 +149,11 @@ def test_each_variant_keeps_one_distinct_colour():
 
 def test_curves_are_drawn_in_their_variant_colour(tree):
     root, config = tree
-    options = aggregate.report_options(config)
-    logs = aggregate.collect_train_logs(root, config)
-    fig = figures.kl_figure(config, logs, options)
+    options = report_options(config)
+    logs = collect_train_logs(root, config)
+    fig = figures.kl_figure(config, training.training_curves_table(config, logs, options))
     ax = fig.axes[0]  # qwen15 / math12k: every variant
-    labels = {aggregate.variant_label(config, v): v for v in config["variants"]}
+    labels = {variant_label(config, v): v for v in config["variants"]}
     drawn = {line.get_label(): line.get_color() for line in ax.get_lines()}
     assert set(drawn) == set(labels)
     for label, colour in drawn.items():
@@ -149,8 +163,10 @@ def test_curves_are_drawn_in_their_variant_colour(tree):
 
 def test_figure4_shows_grpo_and_the_best_grpo_lambda(tree):
     root, config = tree
-    options = aggregate.report_options(config)
-    fig = figures.figure4(config, aggregate.collect_train_logs(root, config), options)
+    options = report_options(config)
+    logs = collect_train_logs(root, config)
+    fig = figures.figure4(config, training.training_curves_table(config, logs, options),
+                          training.final_reward_table(config, logs, options["final_window"]), options)
     labels = [line.get_label() for line in fig.axes[0].get_lines()]
     assert labels == ["GRPO", "both/weight/0.99"]  # bw99 has the highest synthetic reward
     figures.plt.close(fig)
@@ -158,18 +174,19 @@ def test_figure4_shows_grpo_and_the_best_grpo_lambda(tree):
 
 def test_reward_curves_compare_every_variant_of_the_model(tree):
     root, config = tree
-    options = aggregate.report_options(config)
-    fig = figures.reward_curves_figure(config, aggregate.collect_train_logs(root, config), options)
+    options = report_options(config)
+    fig = figures.reward_curves_figure(config, training.training_curves_table(config, collect_train_logs(root, config),
+                                                                               options))
     labels = {line.get_label() for line in fig.axes[0].get_lines()}
     model = next(iter(config["models"]))
-    assert labels == {aggregate.variant_label(config, v) for v in figures.model_variants(config, model)} - {"SFT"}
+    assert labels == {variant_label(config, v) for v in figures.model_variants(config, model)} - {"SFT"}
     figures.plt.close(fig)
 
 
 def test_final_reward_averages_the_last_window_of_steps(tree):
     root, config = tree
-    logs = aggregate.collect_train_logs(root, config)
-    final = figures._final_reward(logs, 5)
+    logs = collect_train_logs(root, config)
+    final = training.final_reward_table(config, logs, 5)
     run = logs[(logs.model == "qwen15") & (logs.dataset == "gsm8k") & (logs.variant == "rt98") & (logs.seed == 1)]
     row = final[(final.model == "qwen15") & (final.dataset == "gsm8k") & (final.variant == "rt98")
                 & (final.seed == 1)]
@@ -177,9 +194,9 @@ def test_final_reward_averages_the_last_window_of_steps(tree):
 
 
 def test_smoothing_is_a_debiased_ema():
-    assert np.allclose(figures.smooth([3.0] * 5, 0.9), 3.0)  # debiasing: no pull towards 0
+    assert np.allclose(stats.smooth([3.0] * 5, 0.9), 3.0)  # debiasing: no pull towards 0
     w = 0.5
-    out = figures.smooth([1.0, 0.0, np.nan, 1.0], w)
+    out = stats.smooth([1.0, 0.0, np.nan, 1.0], w)
     s1 = (1 - w) * 1.0
     s2 = w * s1
     s3 = w * s2 + (1 - w)
@@ -187,15 +204,15 @@ def test_smoothing_is_a_debiased_ema():
     assert out[1] == pytest.approx(s2 / (1 - w ** 2))
     assert out[2] == pytest.approx(out[1])  # NaN carries the average over
     assert out[3] == pytest.approx(s3 / (1 - w ** 3))
-    assert np.array_equal(figures.smooth([1.0, 2.0], 0.0), [1.0, 2.0])
+    assert np.array_equal(stats.smooth([1.0, 2.0], 0.0), [1.0, 2.0])
     with pytest.raises(ValueError, match="weight"):
-        figures.smooth([1.0], 1.0)
+        stats.smooth([1.0], 1.0)
 
 
 def test_seed_band_spans_the_seeds():
     log = pd.DataFrame({"seed": [0] * 4 + [1] * 4, "step": [1, 2, 3, 4] * 2,
                         "reward": [0.1, 0.2, 0.3, 0.4, 0.3, 0.4, 0.5, 0.6]})
-    curve = figures.seed_curves(log, "reward", 0.0)
+    curve = training.seed_curves(log, "reward", 0.0)
     assert np.allclose(curve["low"], [0.1, 0.2, 0.3, 0.4])
     assert np.allclose(curve["high"], [0.3, 0.4, 0.5, 0.6])
     assert np.allclose(curve["mean"], [0.2, 0.3, 0.4, 0.5])
@@ -231,8 +248,8 @@ def test_captions_render_as_clean_restructuredtext(caption, config_kind):
 
 
 def test_auto_smoothing_widens_with_the_run():
-    assert figures.smoothing_weight(0.7, 10) == 0.7
-    short, long = figures.smoothing_weight("auto", 40), figures.smoothing_weight("auto", 10000)
+    assert stats.smoothing_weight(0.7, 10) == 0.7
+    short, long = stats.smoothing_weight("auto", 40), stats.smoothing_weight("auto", 10000)
     assert 0 < short < long < 1
     assert 1 / (1 - long) == pytest.approx(1 + 10000 / 50)  # effective window in steps
 
@@ -266,8 +283,8 @@ def _embedded_tree(root: Path) -> dict:
 
 def test_embedded_layout_end_to_end(tmp_path):
     config = _embedded_tree(tmp_path / "results")
-    tables = aggregate.main(config, tmp_path / "results", tmp_path / "tables")
-    drawn = figures.main(config, tmp_path / "results", tmp_path / "figures")
+    tables = write.main(config, tmp_path / "results", tmp_path / "tables")
+    drawn = figures.main(config, tmp_path / "tables", tmp_path / "figures")
     assert all(Path(p).stat().st_size > 0 for p in tables + drawn)
     t1 = pd.read_csv(tmp_path / "tables" / "table1.csv")
     assert list(t1.method) == ["sft", "grpo", "grpo_lambda"]

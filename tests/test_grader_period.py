@@ -2,7 +2,7 @@
 
 import pytest
 
-from grpo_lambda.rewards import grade
+from grpo_lambda.grading import grade
 
 
 @pytest.mark.parametrize("completion, gold", [("\\boxed{204.}", "204"), ("$\\boxed{204.}$", 204.0),

@@ -6,7 +6,11 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lambda import aggregate, figures, learning_speed
+from grpo_lambda import figures
+from grpo_lambda.tables import learning_speed
+from grpo_lambda.tables.collect import collect_train_logs
+from grpo_lambda.tables.options import report_options
+from grpo_lambda.tables.write import write_table
 
 STEPS = np.arange(1, 41)
 SEEDS = [0, 1, 2, 3]
@@ -44,7 +48,7 @@ def logs() -> pd.DataFrame:
 @pytest.fixture(scope="module")
 def table() -> pd.DataFrame:
     cfg = config()
-    return learning_speed.learning_speed_table(cfg, logs(), aggregate.report_options(cfg)).set_index("variant")
+    return learning_speed.learning_speed_table(cfg, logs(), report_options(cfg)).set_index("variant")
 
 
 def test_threshold_is_half_the_baselines_gain(table):
@@ -80,15 +84,15 @@ def test_a_missing_seed_widens_nothing_and_pairs_only_shared_seeds():
     cfg = config()
     partial = logs()
     partial = partial[~((partial["variant"] == "fast") & (partial["seed"] == 3))]
-    frame = learning_speed.learning_speed_table(cfg, partial, aggregate.report_options(cfg)).set_index("variant")
+    frame = learning_speed.learning_speed_table(cfg, partial, report_options(cfg)).set_index("variant")
     assert frame.loc["fast", "seeds"] == 3 and frame.loc["grpo", "seeds"] == 4
     assert frame.loc["fast", "steps_vs_baseline"] == -10
 
 
 def test_the_table_and_figure_are_written_with_every_variant(tmp_path):
     cfg = config()
-    frame = learning_speed.learning_speed_table(cfg, logs(), aggregate.report_options(cfg))
-    paths = aggregate.write_table(frame, tmp_path, "learning_speed")
+    frame = learning_speed.learning_speed_table(cfg, logs(), report_options(cfg))
+    paths = write_table(frame, tmp_path, "learning_speed")
     markdown = (tmp_path / "learning_speed.md").read_text()
     assert len(paths) == 3 and all(v in markdown for v in cfg["variants"])
     fig = figures.learning_speed_figure(cfg, frame)
@@ -99,8 +103,8 @@ def test_the_table_and_figure_are_written_with_every_variant(tmp_path):
 
 def test_no_logs_gives_an_empty_table_and_a_figure_that_says_so():
     cfg = config()
-    empty = aggregate.collect_train_logs("/nonexistent", cfg)
-    frame = learning_speed.learning_speed_table(cfg, empty, aggregate.report_options(cfg))
+    empty = collect_train_logs("/nonexistent", cfg)
+    frame = learning_speed.learning_speed_table(cfg, empty, report_options(cfg))
     assert frame.empty and list(frame.columns) == learning_speed.COLUMNS
     fig = figures.learning_speed_figure(cfg, frame)
     assert "no training logs" in fig.axes[0].texts[0].get_text()
@@ -132,7 +136,7 @@ def test_gaps_to_the_baseline_are_paired_by_seed():
     cfg["variants"] = {"grpo": cfg["variants"]["grpo"], "close": cfg["variants"]["fast"]}
     cfg["seeds"] = SPREAD_SEEDS
     cfg["report"] = {**cfg["report"], "bootstrap": 1000}
-    frame = learning_speed.learning_speed_table(cfg, spread_logs(), aggregate.report_options(cfg))
+    frame = learning_speed.learning_speed_table(cfg, spread_logs(), report_options(cfg))
     frame = frame.set_index("variant")
     # start 0.2, the baseline's last 5 steps 0.8 (every seed has risen by step 31): threshold 0.5,
     # reached at the rise itself (no smoothing)

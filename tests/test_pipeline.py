@@ -13,7 +13,7 @@ import yaml
 
 from conftest import E2E_CONFIG, ROOT, rl_learning_problems
 from grpo_lambda import files
-from grpo_lambda.rewards import grade
+from grpo_lambda.grading import grade
 
 pytestmark = pytest.mark.slow
 

@@ -38,14 +38,14 @@ def cluster_answers() -> str | None:
 
 
 def test_grader_pool_takes_the_jobs_cpus_not_the_nodes(monkeypatch):
-    from grpo_lambda import rewards
+    from grpo_lambda.grading import workers
 
     monkeypatch.setenv("SLURM_CPUS_PER_TASK", "3")
-    assert rewards.allocated_cpus() == 3
+    assert workers.allocated_cpus() == 3
     monkeypatch.delenv("SLURM_CPUS_PER_TASK")
     monkeypatch.setattr(os, "sched_getaffinity", lambda pid: {0}, raising=False)
     monkeypatch.setattr(os, "cpu_count", lambda: 64)
-    assert rewards.allocated_cpus() == 1
+    assert workers.allocated_cpus() == 1
 
 
 def test_rehearsal_config_mirrors_the_paper_grid():

@@ -113,9 +113,9 @@ def length_reward(completions, **kwargs):
 def test_a_changed_lambda_never_resumes_the_old_state(setup, caplog, monkeypatch):
     import shutil
 
-    from grpo_lambda import rewards
+    from grpo_lambda.grading import reward
 
-    monkeypatch.setitem(rewards.REWARDS, "evaluation", length_reward)
+    monkeypatch.setitem(reward.REWARDS, "evaluation", length_reward)
 
     folder, _, _, settings = setup
     old, new = settings, with_lambda(settings, 0.5)

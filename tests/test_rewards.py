@@ -10,8 +10,8 @@ from pathlib import Path
 
 import pytest
 
-from grpo_lambda import rewards
-from grpo_lambda.rewards import (
+from grpo_lambda.grading import workers
+from grpo_lambda.grading import (
     accuracy_reward,
     extract_boxed,
     gold_forms,
@@ -185,7 +185,7 @@ def test_synthetic_integers_stay_in_the_calling_process(monkeypatch):
     def no_worker():
         raise AssertionError("an integer comparison reached a worker process")
 
-    monkeypatch.setattr(rewards._POOL, "acquire", no_worker)
+    monkeypatch.setattr(workers._POOL, "acquire", no_worker)
     rng = random.Random(0)
     golds = [str(rng.randint(-10**6, 10**6)) for _ in range(500)]
     right = [boxed(gold) for gold in golds]
@@ -339,7 +339,7 @@ def test_math_verify_works_from_threads():
 
 
 def test_close_workers_then_grade_again():
-    rewards.close_workers()
+    workers.close_workers()
     assert grade(boxed(r"4\sqrt{2}"), r"\sqrt{32}") is True
 
 

@@ -13,8 +13,9 @@ import pytest
 import yaml
 
 from conftest import E2E_CONFIG, ROOT
-from grpo_lambda import aggregate, spread
+from grpo_lambda import spread
 from grpo_lambda.stats import student_t_quantile
+from grpo_lambda.tables import write
 
 from test_aggregate import tree  # noqa: F401 (a fixture)
 
@@ -61,7 +62,7 @@ def run_tables(tree, tmp_path_factory):  # noqa: F811 (the fixture imported abov
     """The tables the real aggregate writes for the test tree, as one finished run's results folder."""
     root, config = tree
     run = tmp_path_factory.mktemp("run")
-    aggregate.main(config, root, run / "tables")
+    write.main(config, root, run / "tables")
     return run
 
 

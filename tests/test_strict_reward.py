@@ -2,7 +2,7 @@
 
 import pytest
 
-from grpo_lambda.rewards import REWARDS, accuracy_reward, grade, is_single_answer, strict_accuracy_reward
+from grpo_lambda.grading import REWARDS, accuracy_reward, grade, is_single_answer, strict_accuracy_reward
 
 
 @pytest.mark.parametrize("content", ["4", "-4.5", "(1, 2)", r"2\sqrt{3}", r"\frac{1}{2}", "3 + 4i", r"12 \text{ cm}",

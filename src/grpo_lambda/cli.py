@@ -213,15 +213,19 @@ def _study(args, stage: str) -> dict:
 
 
 def cmd_aggregate(args) -> None:
-    from grpo_lambda import aggregate
+    from grpo_lambda.tables import write
 
-    print("\n".join(aggregate.main(_study(args, "aggregate"), args.results, args.out)))
+    print("\n".join(write.main(_study(args, "aggregate"), args.results, args.out)))
 
 
 def cmd_figures(args) -> None:
     from grpo_lambda import figures
 
-    print("\n".join(figures.main(_study(args, "figures"), args.results, args.out)))
+    config = _study(args, "figures")
+    try:
+        print("\n".join(figures.main(config, args.tables, args.out)))
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
 
 
 def cmd_spread(args) -> None:
@@ -357,11 +361,13 @@ def parser() -> argparse.ArgumentParser:
                      help="the checkpoint's training step, or 'final' (default)")
     sub.add_argument("--threads", type=_positive_int, metavar="N", help=THREADS_HELP)
 
-    for name, handler, help_text in (("aggregate", cmd_aggregate, "tables from results/"),
-                                     ("figures", cmd_figures, "figures from results/")):
-        sub = stage(name, handler, help_text)
-        sub.add_argument("--results", default="results", metavar="DIR", help="the results folder (default: %(default)s)")
-        sub.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
+    sub = stage("aggregate", cmd_aggregate, "tables from results/")
+    sub.add_argument("--results", default="results", metavar="DIR", help="the results folder (default: %(default)s)")
+    sub.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
+    sub = stage("figures", cmd_figures, "figures from the tables that aggregate wrote")
+    sub.add_argument("--tables", default="results/tables", metavar="DIR",
+                     help="the folder aggregate wrote its tables to (default: %(default)s)")
+    sub.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
 
     sub = stages.add_parser(
         "spread", help="how the headline numbers vary across whole runs of one study (SFT seeds, machines)",

@@ -16,7 +16,7 @@ from grpo_lambda import files, provenance
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.generation import generate
 from grpo_lambda.models import load_tokenizer
-from grpo_lambda.rewards import grade_many_details
+from grpo_lambda.grading import grade_many_details
 from grpo_lambda.stats import majority_correct, pass_at_k
 
 log = logging.getLogger(__name__)

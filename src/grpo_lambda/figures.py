@@ -1,21 +1,30 @@
-"""The paper's figures from the results folder, as PNG and PDF (matplotlib, Agg backend).
+"""The paper's figures, drawn from the tables the aggregate stage writes (their CSV files), as PNG and
+PDF (matplotlib, Agg backend). Each figure draws the numbers of one or two tables and computes
+nothing of its own: what it shows is in a table.
 
 ``figure1``            per-benchmark accuracy of GRPO and GRPO-λ for one model (report.figure1_model),
-                       mean over training sets, with 95% intervals (Table 1's numbers)
+                       mean over training sets, with 95% intervals (``table1``)
 ``figure3``            final training accuracy reward per variant: mean of the last
-                       report.final_window logged steps, one dot per seed
-``figure4``            training reward curves, GRPO vs the best GRPO-λ variant, per model × training set
+                       report.final_window logged steps, one dot per seed (``final_reward``)
+``figure4``            training reward curves, GRPO vs the best GRPO-λ variant (by ``final_reward``), per
+                       model × training set (``training_curves``)
+``reward_curves``      training reward curves of every variant (``training_curves``)
+``learning_speed``     area under the reward curve and steps to the threshold (``learning_speed``)
 ``kl``                 KL to the reference model over training (Appendix C), every variant
-``eval_length``        mean generation length of the final models during evaluation (Appendix E.3)
-``checkpoints_{model}`` accuracy on each benchmark at each evaluated checkpoint (SFT at step 0)
+                       (``training_curves``)
+``eval_length``        mean generation length of the final models during evaluation (Appendix E.3),
+                       mean over seeds, then over training sets (``results_by_variant``)
+``checkpoints_{model}`` accuracy on each benchmark at each evaluated checkpoint, SFT at step 0
+                       (``checkpoints``)
 
 Training curves are smoothed with a debiased exponential moving average (TensorBoard's rule) of
-weight report.smoothing ("auto": a window of about 2% of the run, see :func:`smoothing_weight`):
-the paper's figures are smoothed, but its text as available here does not say how, so the EMA is
-this pipeline's choice. Each seed is smoothed on its own; the line is the mean over seeds and the
-band spans the seeds (min to max). Every variant keeps one colour in every figure
-(:func:`variant_colour`). A figure whose data do not exist yet is still written, with a note
-saying so, so that a partial run has a complete report.
+weight report.smoothing ("auto": a window of about 2% of the run, see
+:func:`grpo_lambda.stats.smoothing_weight`): the paper's figures are smoothed, but its text as
+available here does not say how, so the EMA is this pipeline's choice. Each seed is smoothed on its
+own; the line is the mean over seeds and the band spans the seeds (min to max); the
+``training_curves`` table holds them (:mod:`grpo_lambda.tables.training`). Every variant keeps one
+colour in every figure (:func:`variant_colour`). A figure whose data do not exist yet is still
+written, with a note saying so, so that a partial run has a complete report.
 
 Beside each figure, ``{name}.json`` holds what it draws, read back from its artists
 (:func:`figure_data`): per panel the title, axis labels, notes, and each labelled curve, bar series
@@ -36,15 +45,15 @@ import matplotlib.pyplot as plt  # noqa: E402  (the backend must be chosen first
 import numpy as np  # noqa: E402
 import pandas as pd  # noqa: E402
 
-from grpo_lambda import aggregate  # noqa: E402
 from grpo_lambda.config import model_datasets, model_variants  # noqa: E402
 from grpo_lambda.files import atomic_path, write_json  # noqa: E402
-from grpo_lambda.learning_speed import learning_speed_table  # noqa: E402
+from grpo_lambda.tables.keys import AVERAGE, SFT  # noqa: E402
+from grpo_lambda.tables.labels import objective, variant_label  # noqa: E402
+from grpo_lambda.tables.names import expand, FIGURE_FORMATS, FIGURES  # noqa: E402
+from grpo_lambda.tables.options import report_options  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.container import BarContainer  # noqa: E402
 
-FORMATS = ("png", "pdf")
-MAX_CURVE_POINTS = 500  # per drawn curve; smoothed curves lose nothing visible
 GRPO_COLOUR = "#222222"
 SFT_COLOUR = "#9e9e9e"
 GRPO_LAMBDA_METHOD_COLOUR = "#d62728"  # Table 1's GRPO-λ row (a mean over variants)
@@ -60,7 +69,7 @@ def variant_colour(config: dict, variant: str):
     the other variants take the palette in config order, so adding a variant at the end of the
     config leaves the existing colours unchanged.
     """
-    if variant == aggregate.SFT:
+    if variant == SFT:
         return SFT_COLOUR
     if variant == "grpo_lambda" and variant not in config["variants"]:
         return GRPO_LAMBDA_METHOD_COLOUR
@@ -71,50 +80,6 @@ def variant_colour(config: dict, variant: str):
         return GRPO_COLOUR
     others = [v for v in config["variants"] if not (grpo and v == grpo[0])]
     return _PALETTE[others.index(variant) % len(_PALETTE)]
-
-
-def smooth(values, weight: float) -> np.ndarray:
-    """Debiased exponential moving average: s_t = w·s_{t−1} + (1−w)·x_t, shown as s_t / (1 − w^n_t)
-    where n_t counts the finite values so far; NaN values are skipped (the average carries over)."""
-    values = np.asarray(values, dtype=float)
-    if not 0 <= weight < 1:
-        raise ValueError(f"weight must lie in [0, 1), got {weight}")
-    out = np.full(values.shape, np.nan)
-    state, seen = 0.0, 0
-    for i, x in enumerate(values):
-        if np.isfinite(x):
-            state = weight * state + (1 - weight) * x
-            seen += 1
-        if seen:
-            out[i] = state / (1 - weight ** seen)
-    return out
-
-
-def smoothing_weight(setting, n_steps: int) -> float:
-    """report.smoothing as an EMA weight: a number is used as is; "auto" gives
-    w = 1 − 1/(1 + n_steps/50), an effective window of about 1 + n_steps/50 steps."""
-    if setting == "auto":
-        return 1.0 - 1.0 / (1.0 + n_steps / 50.0)
-    return float(setting)
-
-
-def seed_curves(log: pd.DataFrame, metric: str, weight: float) -> pd.DataFrame:
-    """Per step: mean, min and max over seeds of each seed's smoothed ``metric``."""
-    curves = []
-    for _, run in log.groupby("seed"):
-        run = run.sort_values("step")
-        curves.append(pd.Series(smooth(run[metric].to_numpy(), weight), index=run["step"].to_numpy()))
-    table = pd.concat(curves, axis=1)
-    return pd.DataFrame({"mean": table.mean(axis=1), "low": table.min(axis=1), "high": table.max(axis=1)})
-
-
-def _thin(curve: pd.DataFrame, max_points: int = MAX_CURVE_POINTS) -> pd.DataFrame:
-    """Every k-th point of a smoothed curve (and its last), so long runs draw and save quickly."""
-    stride = -(-len(curve) // max_points)
-    if stride <= 1:
-        return curve
-    keep = np.unique(np.r_[np.arange(0, len(curve), stride), len(curve) - 1])
-    return curve.iloc[keep]
 
 
 # ---- the figures -------------------------------------------------------------------------------
@@ -134,7 +99,7 @@ def _grid(n_rows: int, n_cols: int, width: float = 3.4, height: float = 2.6):
 def figure1(config: dict, t1: pd.DataFrame, options: dict):
     model = options["figure1_model"]
     rows = t1[(t1["model"] == model) & t1["method"].isin(["grpo", "grpo_lambda"])]
-    targets = list(config["benchmarks"]) + [aggregate.AVERAGE]
+    targets = list(config["benchmarks"]) + [AVERAGE]
     fig, axes = _grid(1, 1, width=1.2 * len(targets) + 1.5, height=3.4)
     ax = axes[0, 0]
     if rows.empty:
@@ -160,17 +125,8 @@ def figure1(config: dict, t1: pd.DataFrame, options: dict):
     return fig
 
 
-def _final_reward(logs: pd.DataFrame, window: int) -> pd.DataFrame:
-    """Mean reward of the last ``window`` logged steps of each run."""
-    if logs.empty:
-        return pd.DataFrame(columns=["model", "dataset", "variant", "seed", "reward"])
-    runs = ["model", "dataset", "variant", "seed"]
-    tail = logs.dropna(subset=["reward"]).sort_values("step").groupby(runs).tail(window)
-    return tail.groupby(runs, as_index=False)["reward"].mean()
-
-
-def figure3(config: dict, logs: pd.DataFrame, options: dict):
-    final = _final_reward(logs, options["final_window"])
+def figure3(config: dict, final: pd.DataFrame, options: dict):
+    """``final``: the ``final_reward`` table."""
     models = list(config["models"])
     fig, axes = _grid(1, len(models), width=4.5, height=3.2)
     for ax, model in zip(axes[0], models):
@@ -186,7 +142,7 @@ def figure3(config: dict, logs: pd.DataFrame, options: dict):
             runs = data[data["variant"] == variant]
             means = [runs[runs["dataset"] == d]["reward"].mean() for d in datasets]
             ax.bar(np.arange(len(datasets)) + offset, means, width, color=variant_colour(config, variant),
-                   label=aggregate.variant_label(config, variant))
+                   label=variant_label(config, variant))
             for j, dataset in enumerate(datasets):
                 seeds = runs[runs["dataset"] == dataset]["reward"]
                 ax.scatter(np.full(len(seeds), j + offset), seeds, s=8, color="black", zorder=3)
@@ -203,14 +159,15 @@ def figure3(config: dict, logs: pd.DataFrame, options: dict):
 def _best_lambda(config: dict, final: pd.DataFrame, model: str, dataset: str) -> str | None:
     """The GRPO-λ variant with the highest mean final training reward on this model × dataset."""
     data = final[(final["model"] == model) & (final["dataset"] == dataset)]
-    data = data[data["variant"].map(lambda v: aggregate.objective(config, v) == "grpo_lambda")]
+    data = data[data["variant"].map(lambda v: objective(config, v) == "grpo_lambda")]
     if data.empty:
         return None
     return data.groupby("variant")["reward"].mean().idxmax()
 
 
-def _curves(config: dict, logs: pd.DataFrame, metric: str, pick, ylabel: str, options: dict):
-    """A grid of models × training sets; ``pick(model, dataset)`` lists the variants drawn."""
+def _curves(config: dict, curves: pd.DataFrame, metric: str, pick, ylabel: str):
+    """A grid of models × training sets; ``pick(model, dataset)`` lists the variants drawn, from the
+    ``training_curves`` table."""
     models = list(config["models"])
     n_cols = max(len(model_datasets(config, m)) for m in models)
     fig, axes = _grid(len(models), n_cols)
@@ -222,18 +179,16 @@ def _curves(config: dict, logs: pd.DataFrame, metric: str, pick, ylabel: str, op
                 ax.axis("off")
                 continue
             dataset = datasets[c]
-            runs = logs[(logs["model"] == model) & (logs["dataset"] == dataset)]
+            runs = curves[(curves["model"] == model) & (curves["dataset"] == dataset) & (curves["metric"] == metric)]
             drawn = 0
             for variant in pick(model, dataset):
-                log = runs[runs["variant"] == variant].dropna(subset=[metric])
-                if log.empty:
+                curve = runs[runs["variant"] == variant]
+                if curve.empty:
                     continue
-                weight = smoothing_weight(options["smoothing"], int(log["step"].nunique()))
-                curve = _thin(seed_curves(log, metric, weight))
                 colour = variant_colour(config, variant)
-                ax.plot(curve.index, curve["mean"], color=colour, lw=1.2,
-                        label=aggregate.variant_label(config, variant))
-                ax.fill_between(curve.index, curve["low"], curve["high"], color=colour, alpha=0.2, lw=0)
+                ax.plot(curve["step"], curve["mean"], color=colour, lw=1.2,
+                        label=variant_label(config, variant))
+                ax.fill_between(curve["step"], curve["low"], curve["high"], color=colour, alpha=0.2, lw=0)
                 drawn += 1
             ax.set_title(f"{model} / {dataset}", fontsize=9)
             if not drawn:
@@ -245,27 +200,27 @@ def _curves(config: dict, logs: pd.DataFrame, metric: str, pick, ylabel: str, op
     return fig
 
 
-def figure4(config: dict, logs: pd.DataFrame, options: dict):
-    final = _final_reward(logs, options["final_window"])
+def figure4(config: dict, curves: pd.DataFrame, final: pd.DataFrame, options: dict):
+    """``curves``: the ``training_curves`` table; ``final``: the ``final_reward`` table."""
     baseline = options["baseline"]
 
     def pick(model, dataset):
         best = _best_lambda(config, final, model, dataset)
         return [baseline] + ([best] if best else [])
-    return _curves(config, logs, "reward", pick, "train reward", options)
+    return _curves(config, curves, "reward", pick, "train reward")
 
 
-def kl_figure(config: dict, logs: pd.DataFrame, options: dict):
+def kl_figure(config: dict, curves: pd.DataFrame):
     def pick(model, dataset):
         return model_variants(config, model)
-    return _curves(config, logs, "kl", pick, "KL to reference", options)
+    return _curves(config, curves, "kl", pick, "KL to reference")
 
 
-def reward_curves_figure(config: dict, logs: pd.DataFrame, options: dict):
+def reward_curves_figure(config: dict, curves: pd.DataFrame):
     """Training reward of every variant (the comparison of all methods), with the seed spread."""
     def pick(model, dataset):
         return model_variants(config, model)
-    return _curves(config, logs, "reward", pick, "train reward", options)
+    return _curves(config, curves, "reward", pick, "train reward")
 
 
 def learning_speed_figure(config: dict, speed: pd.DataFrame):
@@ -292,8 +247,9 @@ def learning_speed_figure(config: dict, speed: pd.DataFrame):
     return fig
 
 
-def eval_length_figure(config: dict, summary: pd.DataFrame):
-    final = summary[summary["step"] == aggregate.FINAL]
+def eval_length_figure(config: dict, by_variant: pd.DataFrame):
+    """``by_variant``: the ``results_by_variant`` table (final models, mean over seeds)."""
+    final = by_variant[by_variant["benchmark"] != AVERAGE]
     models = list(config["models"])
     benchmarks = list(config["benchmarks"])
     fig, axes = _grid(len(models), 1, width=1.1 * len(benchmarks) + 2.5, height=3.0)
@@ -302,16 +258,15 @@ def eval_length_figure(config: dict, summary: pd.DataFrame):
         if data.empty:
             _note(ax, f"{model}: no evaluations yet")
             continue
-        variants = [v for v in [aggregate.SFT] + model_variants(config, model) if v in set(data["variant"])]
+        variants = [v for v in [SFT] + model_variants(config, model) if v in set(data["variant"])]
         width = 0.8 / len(variants)
         for i, variant in enumerate(variants):
             rows = data[data["variant"] == variant]
-            # mean over seeds within a training set, then over training sets
-            per_dataset = rows.groupby(["benchmark", "dataset"], observed=True)["mean_length"].mean()
-            per_bench = per_dataset.groupby("benchmark", observed=True).mean()
+            # the table's mean over seeds within a training set, then the mean over training sets
+            per_bench = rows.groupby("benchmark")["mean_length"].mean()
             ax.bar(np.arange(len(benchmarks)) + (i - (len(variants) - 1) / 2) * width,
                    per_bench.reindex(benchmarks).to_numpy(), width, color=variant_colour(config, variant),
-                   label=aggregate.variant_label(config, variant))
+                   label=variant_label(config, variant))
         ax.set_xticks(np.arange(len(benchmarks)), benchmarks)
         ax.set_ylabel("mean completion length (tokens)")
         ax.set_title(config["models"][model].get("paper_name", model), fontsize=9)
@@ -321,7 +276,7 @@ def eval_length_figure(config: dict, summary: pd.DataFrame):
 
 def checkpoints_figure(config: dict, table: pd.DataFrame, model: str):
     datasets = model_datasets(config, model)
-    targets = list(config["benchmarks"]) + [aggregate.AVERAGE]
+    targets = list(config["benchmarks"]) + [AVERAGE]
     fig, axes = _grid(len(datasets), len(targets), width=2.8, height=2.4)
     data = table[table["model"] == model]
     for r, dataset in enumerate(datasets):
@@ -332,14 +287,14 @@ def checkpoints_figure(config: dict, table: pd.DataFrame, model: str):
             if cell.empty:
                 _note(ax, "no evaluations yet")
                 continue
-            sft = cell[cell["variant"] == aggregate.SFT]
+            sft = cell[cell["variant"] == SFT]
             for variant in model_variants(config, model):
                 line = pd.concat([sft, cell[cell["variant"] == variant]]).sort_values("step_num")
                 if len(line) == len(sft):
                     continue
                 colour = variant_colour(config, variant)
                 ax.plot(line["step_num"], line["accuracy"], marker="o", ms=3, color=colour,
-                        label=aggregate.variant_label(config, variant))
+                        label=variant_label(config, variant))
                 ax.fill_between(line["step_num"], line["accuracy_low"], line["accuracy_high"], color=colour,
                                 alpha=0.15, lw=0)
             ax.set_xlabel("step (0 = SFT)", fontsize=7)
@@ -353,15 +308,17 @@ def checkpoints_figure(config: dict, table: pd.DataFrame, model: str):
 
 # ---- writing -----------------------------------------------------------------------------------
 
-def figure_names(config: dict) -> list[str]:
-    """The figures ``main`` writes (without extension), in order."""
-    return (["figure1", "figure3", "figure4", "reward_curves", "learning_speed", "kl", "eval_length"]
-            + [f"checkpoints_{m}" for m in config["models"]])
+# Read as text whatever the values look like: names such as "7b" or "2024" are names, not numbers.
+_TEXT_COLUMNS = ("model", "dataset", "variant", "benchmark", "method", "variants", "metric")
 
 
-def output_files(config: dict) -> list[str]:
-    """File names ``main`` writes into its out_dir (for a rule's output list)."""
-    return [f"{name}.{ext}" for name in figure_names(config) for ext in FORMATS]
+def read_table(tables_dir: str | os.PathLike, name: str) -> pd.DataFrame:
+    """The table ``name`` from the CSV file the aggregate stage wrote into ``tables_dir``."""
+    path = Path(tables_dir) / f"{name}.csv"
+    if not path.is_file():
+        raise FileNotFoundError(f"{path} is missing: the figures are drawn from the tables of "
+                                f"`grpo-lambda aggregate`; write them first")
+    return pd.read_csv(path, dtype={column: str for column in _TEXT_COLUMNS})
 
 
 def _numbers(values) -> list:
@@ -407,7 +364,7 @@ def save(fig, out_dir: str | os.PathLike, name: str) -> list[str]:
     out_dir.mkdir(parents=True, exist_ok=True)
     fig.tight_layout()
     paths = []
-    for ext in FORMATS:
+    for ext in FIGURE_FORMATS:
         path = out_dir / f"{name}.{ext}"
         # No timestamps in the files, so an unchanged figure is byte-identical when rebuilt.
         metadata = {"CreationDate": None} if ext == "pdf" else {"Software": None}
@@ -419,27 +376,29 @@ def save(fig, out_dir: str | os.PathLike, name: str) -> list[str]:
     return paths
 
 
-def main(config: dict, results_dir: str | os.PathLike, out_dir: str | os.PathLike) -> list[str]:
-    """Draw every figure from ``results_dir`` into ``out_dir``; return the paths in
-    :func:`output_files` order. Missing results give figures that say so, never an error."""
-    options = aggregate.report_options(config)
-    samples = aggregate.collect_samples(results_dir, config)
-    summary = aggregate.summarise(samples)
-    cells = aggregate.Cells(samples, config["benchmarks"], options)
-    logs = aggregate.collect_train_logs(results_dir, config)
-    checkpoints = aggregate.checkpoints_table(summary, cells, config)
-    figures = {
-        "figure1": lambda: figure1(config, aggregate.table1(cells, config, options), options),
-        "figure3": lambda: figure3(config, logs, options),
-        "figure4": lambda: figure4(config, logs, options),
-        "reward_curves": lambda: reward_curves_figure(config, logs, options),
-        "learning_speed": lambda: learning_speed_figure(config, learning_speed_table(config, logs, options)),
-        "kl": lambda: kl_figure(config, logs, options),
-        "eval_length": lambda: eval_length_figure(config, summary),
+def main(config: dict, tables_dir: str | os.PathLike, out_dir: str | os.PathLike) -> list[str]:
+    """Draw every figure from the tables in ``tables_dir`` (CSV, as the aggregate stage writes them)
+    into ``out_dir``; return the paths in :func:`grpo_lambda.tables.names.figure_files` order. Tables
+    without rows give figures that say so, never an error."""
+    options = report_options(config)
+    tables = {}
+
+    def table(name: str) -> pd.DataFrame:
+        if name not in tables:
+            tables[name] = read_table(tables_dir, name)
+        return tables[name]
+    # One drawing per entry of names.FIGURES; a {model} entry's drawing takes the model.
+    drawings = {
+        "figure1": lambda: figure1(config, table("table1"), options),
+        "figure3": lambda: figure3(config, table("final_reward"), options),
+        "figure4": lambda: figure4(config, table("training_curves"), table("final_reward"), options),
+        "reward_curves": lambda: reward_curves_figure(config, table("training_curves")),
+        "learning_speed": lambda: learning_speed_figure(config, table("learning_speed")),
+        "kl": lambda: kl_figure(config, table("training_curves")),
+        "eval_length": lambda: eval_length_figure(config, table("results_by_variant")),
+        "checkpoints_{model}": lambda model: checkpoints_figure(config, table("checkpoints"), model),
     }
-    for model in config["models"]:
-        figures[f"checkpoints_{model}"] = lambda model=model: checkpoints_figure(config, checkpoints, model)
     paths = []
-    for name in figure_names(config):
-        paths += save(figures[name](), out_dir, name)
+    for name, template, fields in expand(FIGURES, config):
+        paths += save(drawings[template](**fields), out_dir, name)
     return paths

@@ -3,7 +3,7 @@
 The paper fine-tunes every model "to reason within a specific format" before RL but names no SFT
 data, and the training sets carry final answers only. So the base model samples ``samples``
 solutions per training problem under the model's prompt template (the format RL and evaluation
-use), the grader (``grpo_lambda.rewards``) keeps the ones whose last ``\\boxed{}`` is correct, at most
+use), the grader (``grpo_lambda.grading``) keeps the ones whose last ``\\boxed{}`` is correct, at most
 ``keep_per_problem`` per problem, and those become the SFT set: rows ``id``, ``problem``, ``answer``,
 ``solution`` (the sampled completion), ``sample``. A solution longer than the RL completion length
 (``max_solution_tokens``, in generated tokens, end-of-sequence included) is left out and counted.
@@ -20,7 +20,7 @@ from grpo_lambda import files, provenance
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.generation import generate
 from grpo_lambda.models import load_tokenizer
-from grpo_lambda.rewards import grade_many_details
+from grpo_lambda.grading import grade_many_details
 
 log = logging.getLogger(__name__)
 

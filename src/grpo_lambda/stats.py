@@ -21,6 +21,9 @@ The interval is the percentile interval of the replicates.
 Known limitation: with very few seeds (2 or 3), resampling seeds can only show part of the
 between-seed spread (the bootstrap variance of a mean of S values is (S−1)/S of the plug-in one), so
 with 2 seeds the intervals lean narrow on that component; the problem component is well covered.
+
+Training curves are smoothed here too (:func:`smooth`, :func:`smoothing_weight`), so that the
+``learning_speed`` table and the ``training_curves`` table the figures draw use one rule.
 """
 
 from __future__ import annotations
@@ -207,3 +210,28 @@ def majority_correct(answers: list, correct: list) -> float:
         return 0.0
     best = max(counts.values(), key=lambda entry: entry[0])  # max keeps the first of equal counts
     return float(best[1])
+
+
+def smooth(values, weight: float) -> np.ndarray:
+    """Debiased exponential moving average: s_t = w·s_{t−1} + (1−w)·x_t, shown as s_t / (1 − w^n_t)
+    where n_t counts the finite values so far; NaN values are skipped (the average carries over)."""
+    values = np.asarray(values, dtype=float)
+    if not 0 <= weight < 1:
+        raise ValueError(f"weight must lie in [0, 1), got {weight}")
+    out = np.full(values.shape, np.nan)
+    state, seen = 0.0, 0
+    for i, x in enumerate(values):
+        if np.isfinite(x):
+            state = weight * state + (1 - weight) * x
+            seen += 1
+        if seen:
+            out[i] = state / (1 - weight ** seen)
+    return out
+
+
+def smoothing_weight(setting, n_steps: int) -> float:
+    """report.smoothing as an EMA weight: a number is used as is; "auto" gives
+    w = 1 − 1/(1 + n_steps/50), an effective window of about 1 + n_steps/50 steps."""
+    if setting == "auto":
+        return 1.0 - 1.0 / (1.0 + n_steps / 50.0)
+    return float(setting)

@@ -30,6 +30,7 @@ import time
 from pathlib import Path
 
 from grpo_lambda import config as config_module
+from grpo_lambda import layout
 from grpo_lambda.lifetime import alive
 
 STATES = ("done", "running", "failed", "stalled", "missing")
@@ -40,7 +41,8 @@ _SPEED_WINDOW = 10
 
 
 def cell_name(cell: dict) -> str:
-    return f"{cell['model']}/{cell['dataset']}/{cell['variant']}/seed{cell['seed']}"
+    """The cell's folder in the results folder, which names it in the job logs too."""
+    return layout.cell(cell["model"], cell["dataset"], cell["variant"], cell["seed"])
 
 
 def read_train_log(path: Path) -> list[dict]:
@@ -90,8 +92,8 @@ def trainer_gone(folder: Path) -> int | None:
 def evaluation_failure(results: Path, cell: dict, benchmarks: list[str]) -> str | None:
     """Why an evaluation of the cell failed: the failure line of a step's job log whose benchmark
     summaries are not all written; None when none failed."""
-    folder = results / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
-    logs = results / "logs" / "evaluate" / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
+    folder = results / cell_name(cell)
+    logs = results / "logs" / "evaluate" / cell_name(cell)
     for log_path in sorted(logs.glob("*.log")) if logs.is_dir() else []:
         step = log_path.stem
         written = all((folder / "eval" / step / f"{name}.json").is_file() for name in benchmarks)
@@ -105,9 +107,9 @@ def cell_status(results: Path, cell: dict, max_steps: int, *, now: float, stale_
                 benchmarks: list[str] = ()) -> dict:
     """One cell's state and what a watcher wants to know about it."""
     name = cell_name(cell)
-    folder = results / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
+    folder = results / name
     log_path = results / "logs" / "train" / f"{name}.log"
-    train_log = folder / "train_log.csv"
+    train_log = folder / layout.TRAIN_LOG
     rows = read_train_log(train_log)
     status = {"cell": name, "folder": str(folder), "max_steps": max_steps, "step": None, "reward": None,
               "steps_per_minute": None, "eta_minutes": None, "reason": None, "log": None}

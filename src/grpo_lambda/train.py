@@ -24,7 +24,7 @@ from pathlib import Path
 from transformers import TrainerCallback, TrainerState
 
 from grpo_lambda import files, fingerprint, provenance
-from grpo_lambda import completions
+from grpo_lambda import completions, layout
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
@@ -202,8 +202,8 @@ def default_report_to() -> str:
 
 
 def run_name(settings: dict, seed: int) -> str:
-    """The cell's name in a tracker: <model>/<dataset>/<variant>/seed<seed>."""
-    return f"{settings['model']['name']}/{settings['dataset']}/{settings.get('variant_name', 'variant')}/seed{seed}"
+    """The cell's name in a tracker: its folder, <model>/<dataset>/<variant>/seed<seed>."""
+    return layout.cell(settings["model"]["name"], settings["dataset"], settings.get("variant_name", "variant"), seed)
 
 
 def prompt_token_count(tokenizer, prompt) -> int:
@@ -298,7 +298,7 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
                                  target_modules=lora.get("target_modules", "all-linear"), task_type="CAUSAL_LM")
     lora_base = base if peft_config else None
     snapshots = SaveSnapshots(settings["checkpoints"], cell / "checkpoints", lora_base=lora_base)
-    callbacks = [StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / "train_log.csv")]
+    callbacks = [StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / layout.TRAIN_LOG)]
     logged = settings["rl"].get("log_completions")
     if logged:
         callbacks.append(WriteCompletions(cell / completions.FOLDER, every=logged["every"],
@@ -327,7 +327,7 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
         trainer.state = TrainerState.load_from_json(str(Path(last) / "trainer_state.json"))
         if trainer.is_world_process_zero():
             # No training, so no WriteTrainLog call, and Snakemake may have removed the old file.
-            write_train_log(str(cell / "train_log.csv"), train_log_rows(trainer.state.log_history))
+            write_train_log(str(cell / layout.TRAIN_LOG), train_log_rows(trainer.state.log_history))
     else:
         if last:
             log.info("resuming from %s", last)

@@ -5,8 +5,9 @@ from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 
-from grpo_lambda import aggregate, figures, launch, prefetch
+from grpo_lambda import launch, layout, prefetch
 from grpo_lambda import config as study
+from grpo_lambda.tables import names
 
 # Snakemake's YAML reader keeps the last of two equal keys: the config files are read again, strictly.
 for config_file in workflow.overwrite_configfiles or workflow.configfiles:
@@ -113,7 +114,7 @@ def launcher(w, resources):
 
 
 def cell_dir(w):
-    return f"{RESULTS}/{w.model}/{w.dataset}/{w.variant}/seed{w.seed}"
+    return f"{RESULTS}/{layout.cell(w.model, w.dataset, w.variant, w.seed)}"
 
 
 def base_model_input(w):
@@ -158,7 +159,7 @@ def sft_eval_files(ext="json"):
 
 def rl_eval_files(ext="json"):
     return [
-        f"{RESULTS}/{c['model']}/{c['dataset']}/{c['variant']}/seed{c['seed']}/eval/{step}/{benchmark}.{ext}"
+        f"{RESULTS}/{layout.evaluation(c['model'], c['dataset'], c['variant'], c['seed'], step, benchmark, ext)}"
         for c in CELLS
         for step in study.model_checkpoints(config, c["model"]) + ["final"]
         for benchmark in BENCHMARKS
@@ -167,7 +168,7 @@ def rl_eval_files(ext="json"):
 
 def train_logs():
     return [
-        f"{RESULTS}/{c['model']}/{c['dataset']}/{c['variant']}/seed{c['seed']}/train_log.csv"
+        f"{RESULTS}/{layout.train_log(c['model'], c['dataset'], c['variant'], c['seed'])}"
         for c in CELLS
     ]
 
@@ -186,8 +187,11 @@ def final_targets():
 # The files the report shows. Snakemake's parser reads a line that starts with `report(` as the
 # report directive, hence the alias.
 snakemake_report = report
-TABLES = aggregate.table_names(config)
-FIGURES = [name.rsplit(".", 1)[0] for name in figures.output_files(config) if name.endswith(".png")]
+TABLES = names.table_names(config)
+# The figures' data (names.CSV_ONLY): CSV only, and left out of the report.
+DATA_TABLES = [name for name in TABLES if name in names.CSV_ONLY]
+SHOWN_TABLES = [name for name in TABLES if name not in names.CSV_ONLY]
+FIGURES = names.figure_names(config)
 
 
 def reported(folder, names, ext, caption, category):

@@ -38,8 +38,6 @@ One module per step, in the order a completion meets them:
 ``grade``         ``grade``, ``grade_details``, ``grade_many``, ``grade_many_details``
 ``reward``        the TRL reward functions (``accuracy_reward``, ``strict_accuracy_reward``, ``REWARDS``,
                   ``format_reward``)
-
-``grpo_lambda.rewards`` re-exports every name of these modules under its former name.
 """
 
 from grpo_lambda.grading.extract import extract_boxed, format_number, gold_forms

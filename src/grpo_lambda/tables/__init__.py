@@ -16,6 +16,10 @@ read — and writes every table as CSV (numbers), Markdown and LaTeX (booktabs) 
 ``appendix_e_published`` Appendix E cells beside the published values, with the difference
 ``paired``              each method minus the baseline (GRPO) over the same problems, its interval,
                         and whether the gap is distinguishable from noise (interval excludes 0)
+``learning_speed``      how fast the training reward rises: area under the curve and steps to a
+                        threshold per variant, with intervals over seeds and paired gaps to the baseline
+``final_reward``        per run, the mean training reward of its last ``report.final_window`` steps
+``training_curves``     the smoothed training curves (reward, KL) the figures draw (CSV only)
 ``missing``             cells the config asks for that have no evaluation file (a partial run)
 
 Options, under ``report:`` in the config (all optional):
@@ -59,16 +63,19 @@ One module per job:
 ``table1``      ``table1`` and ``table1_published``
 ``paired``      ``paired_table``
 ``appendix_e``  ``appendix_e`` and ``appendix_e_published``
+``learning_speed`` ``learning_speed_table``
+``training``    ``final_reward_table``, ``training_curves_table``
+``names``       the ordered names of the tables and figures (``table_names``, ``figure_names``), read by
+                the builders, the writer, ``grpo_lambda.figures`` and the workflow; standard library only
 ``build``       ``build_tables``: every table, by name
-``write``       ``write_table`` (CSV, Markdown, LaTeX), ``table_names``, ``output_files`` and ``main``
-
-``grpo_lambda.aggregate`` re-exports every name of these modules under its former name.
+``write``       ``write_table`` (CSV, Markdown, LaTeX) and ``main``
 """
 
 from grpo_lambda.tables.build import build_tables
 from grpo_lambda.tables.collect import collect, collect_samples, collect_train_logs, load_published, summarise
+from grpo_lambda.tables.names import figure_names, table_files, table_names
 from grpo_lambda.tables.options import report_options
-from grpo_lambda.tables.write import main, output_files, table_names, write_table
+from grpo_lambda.tables.write import main, write_table
 
-__all__ = ["build_tables", "collect", "collect_samples", "collect_train_logs", "load_published", "main",
-           "output_files", "report_options", "summarise", "table_names", "write_table"]
+__all__ = ["build_tables", "collect", "collect_samples", "collect_train_logs", "figure_names", "load_published",
+           "main", "report_options", "summarise", "table_files", "table_names", "write_table"]

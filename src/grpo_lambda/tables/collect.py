@@ -10,7 +10,7 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from grpo_lambda import files
+from grpo_lambda import files, layout
 from grpo_lambda.config import model_checkpoints, model_datasets, model_variants, rl_settings
 from grpo_lambda.stats import majority_correct, pass_at_k
 from grpo_lambda.tables.keys import FINAL, KEYS, SFT
@@ -38,10 +38,9 @@ def expected_cells(config: dict) -> list[tuple]:
 
 def eval_file(results_dir: str | os.PathLike, model: str, dataset: str, variant: str,
               seed: int | None, step: str, benchmark: str) -> Path:
-    base = Path(results_dir) / model / dataset / variant
     if variant != SFT:
-        base = base / f"seed{seed}"
-    return base / "eval" / str(step) / f"{benchmark}.jsonl"
+        return Path(results_dir) / layout.evaluation(model, dataset, variant, seed, step, benchmark)
+    return Path(results_dir) / model / dataset / variant / "eval" / str(step) / f"{benchmark}.jsonl"
 
 
 _SAMPLE_FIELDS = ["id", "mode", "sample", "correct", "formatted", "length", "extracted"]
@@ -182,7 +181,7 @@ def collect_train_logs(results_dir: str | os.PathLike, config: dict) -> pd.DataF
         for dataset in model_datasets(config, model):
             for variant in model_variants(config, model):
                 for seed in config["seeds"]:
-                    path = Path(results_dir) / model / dataset / variant / f"seed{seed}" / "train_log.csv"
+                    path = Path(results_dir) / layout.train_log(model, dataset, variant, seed)
                     if not path.is_file() or path.stat().st_size == 0:
                         continue
                     log = pd.read_csv(path)
@@ -214,7 +213,7 @@ def collect_provenance(results_dir: str | os.PathLike, config: dict) -> pd.DataF
             sources.append(("sft", Path(results_dir) / model / dataset / SFT / "provenance.json", None))
             for variant in model_variants(config, model):
                 for seed in config["seeds"]:
-                    sources.append(("train", Path(results_dir) / model / dataset / variant / f"seed{seed}"
+                    sources.append(("train", Path(results_dir) / layout.cell(model, dataset, variant, seed)
                                     / "provenance.json", None))
     for model, dataset, variant, seed, step, benchmark in expected_cells(config):
         path = eval_file(results_dir, model, dataset, variant, seed, step, benchmark).with_suffix(".json")

@@ -11,20 +11,7 @@ import pandas as pd
 
 from grpo_lambda.files import write_text
 from grpo_lambda.tables.build import build_tables
-
-def table_names(config: dict) -> list[str]:
-    """The tables ``main`` writes (without extension), in order."""
-    return (["results", "results_by_variant", "checkpoints", "table1", "learning_speed", "table1_published"]
-            + [f"appendix_e_{model}" for model in config["models"]]
-            + ["appendix_e_published", "paired", "completions", "provenance", "missing"])
-
-
-TABLE_FORMATS = ("csv", "md", "tex")
-
-
-def output_files(config: dict) -> list[str]:
-    """File names ``main`` writes into its out_dir (for a rule's output list)."""
-    return [f"{name}.{ext}" for name in table_names(config) for ext in TABLE_FORMATS]
+from grpo_lambda.tables.names import table_formats, TABLE_FORMATS, table_names
 
 
 def _display(frame: pd.DataFrame) -> pd.DataFrame:
@@ -59,32 +46,39 @@ def _number(value: float) -> str:
     return f"{value:.3f}"
 
 
-def write_table(frame: pd.DataFrame, out_dir: str | os.PathLike, name: str) -> list[str]:
-    """Write ``name``.csv (numbers), .md and .tex (booktabs, formatted); return the paths."""
+def write_table(frame: pd.DataFrame, out_dir: str | os.PathLike, name: str,
+                formats: tuple[str, ...] = TABLE_FORMATS) -> list[str]:
+    """Write ``name``.csv (numbers), .md and .tex (booktabs, formatted), or those of ``formats``;
+    return the paths."""
     out_dir = Path(out_dir)
     out_dir.mkdir(parents=True, exist_ok=True)
-    shown = _display(frame)
-    texts = {
-        "csv": frame.to_csv(index=False),
-        # disable_numparse: tabulate would otherwise re-format the already formatted numbers
-        "md": shown.to_markdown(index=False, disable_numparse=True) + "\n" if not shown.empty else
-              "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n",
-        "tex": shown.to_latex(index=False, escape=True).replace("λ", r"$\lambda$"),
-    }
+    shown = _display(frame) if set(formats) - {"csv"} else None
     paths = []
-    for ext in TABLE_FORMATS:
+    for ext in formats:
         path = out_dir / f"{name}.{ext}"
-        write_text(path, texts[ext])  # temporary name, then renamed
+        write_text(path, _text(frame, shown, ext))  # temporary name, then renamed
         paths.append(str(path))
     return paths
 
 
+def _text(frame: pd.DataFrame, shown: pd.DataFrame | None, ext: str) -> str:
+    """``frame`` as CSV, or ``shown`` (its :func:`_display`) as Markdown or LaTeX."""
+    if ext == "csv":
+        return frame.to_csv(index=False)
+    if ext == "md":
+        # disable_numparse: tabulate would otherwise re-format the already formatted numbers
+        return (shown.to_markdown(index=False, disable_numparse=True) + "\n" if not shown.empty else
+                "| " + " | ".join(frame.columns) + " |\n|" + "---|" * len(frame.columns) + "\n")
+    return shown.to_latex(index=False, escape=True).replace("λ", r"$\lambda$")
+
+
 def main(config: dict, results_dir: str | os.PathLike, out_dir: str | os.PathLike) -> list[str]:
-    """Write every table (CSV, Markdown, LaTeX) to ``out_dir``; return the paths, in
-    :func:`output_files` order. Cells absent from ``results_dir`` are left out (and listed in
-    ``missing``); the tables are written even when nothing has been evaluated yet."""
+    """Write every table (CSV, Markdown, LaTeX; see :mod:`grpo_lambda.tables.names`) to ``out_dir``;
+    return the paths, in :func:`grpo_lambda.tables.names.table_files` order. Cells absent from
+    ``results_dir`` are left out (and listed in ``missing``); the tables are written even when nothing
+    has been evaluated yet."""
     tables = build_tables(config, results_dir)
     paths = []
     for name in table_names(config):
-        paths += write_table(tables[name], out_dir, name)
+        paths += write_table(tables[name], out_dir, name, table_formats(name))
     return paths

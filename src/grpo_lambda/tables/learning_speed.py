@@ -7,12 +7,13 @@ curve (``reward`` in ``train_log.csv``, the mean reward of the step's sampled co
 - ``auc``: the area under the training-reward curve divided by its length, i.e. the mean reward over
   the logged steps. A method that learns sooner has a larger area at the same final reward.
 - ``steps_to_threshold``: the first step at which the seed's smoothed reward (the figures' EMA,
-  ``report.smoothing``) reaches the threshold. The threshold is stated in the table and is the same
-  for every variant of a model × training set: the reward at the start (mean first logged reward of
-  all runs, which share the SFT model) plus ``THRESHOLD_FRACTION`` of the baseline's gain over the
-  run (mean reward of its last ``report.final_window`` steps, default 20, minus the start). So it
-  reads "steps to half of GRPO's improvement". A seed that never reaches it counts as
-  ``max_steps + 1`` (the mean is then a lower bound; ``reached`` says how many seeds did).
+  :func:`grpo_lambda.stats.smooth` with ``report.smoothing``) reaches the threshold. The threshold is
+  stated in the table and is the same for every variant of a model × training set: the reward at
+  the start (mean first logged reward of all runs, which share the SFT model) plus
+  ``THRESHOLD_FRACTION`` of the baseline's gain over the run (mean reward of its last
+  ``report.final_window`` steps, default 20, minus the start). So it reads "steps to half of GRPO's
+  improvement". A seed that never reaches it counts as ``max_steps + 1`` (the mean is then a lower
+  bound; ``reached`` says how many seeds did).
 
 Each statistic is a mean over seeds with a percentile bootstrap interval over seeds
 (:func:`grpo_lambda.stats.bootstrap_linear`). The comparison with the baseline is paired by seed:
@@ -26,7 +27,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.stats import Interval, Term, bootstrap_linear
+from grpo_lambda.stats import Interval, Term, bootstrap_linear, smooth, smoothing_weight
+from grpo_lambda.tables.labels import method_variants, objective, variant_label
 
 THRESHOLD_FRACTION = 0.5
 COLUMNS = ["model", "dataset", "method", "variant", "label", "objective", "seeds", "steps", "threshold",
@@ -50,8 +52,6 @@ def area(rewards: np.ndarray) -> np.ndarray:
 
 def steps_to_threshold(rewards: np.ndarray, steps: np.ndarray, threshold: float, weight: float) -> np.ndarray:
     """Per seed: the first step whose smoothed reward is >= ``threshold``; ``steps[-1] + 1`` if none."""
-    from grpo_lambda.figures import smooth
-
     first = np.full(rewards.shape[0], float(steps[-1] + 1))
     for i, row in enumerate(rewards):
         hits = np.flatnonzero(smooth(row, weight) >= threshold)
@@ -91,13 +91,10 @@ def _columns(prefix: str, interval: Interval | None) -> dict:
 def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.DataFrame:
     """One row per model × training set × variant with a train log: area, steps to the threshold,
     each with its interval over seeds, and each minus the baseline's, paired by seed."""
-    from grpo_lambda import aggregate
-    from grpo_lambda.figures import smoothing_weight
-
     baseline = options["baseline"]
     rows = []
     for model in config["models"]:
-        methods = aggregate.method_variants(config, model, options)
+        methods = method_variants(config, model, options)
         method_of = {v: m for m, vs in methods.items() for v in vs}
         for dataset in model_datasets(config, model):
             runs = logs[(logs["model"] == model) & (logs["dataset"] == dataset)].dropna(subset=["reward"])
@@ -116,8 +113,8 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
             for variant, (seeds, auc, first) in per_variant.items():
                 key = (model, dataset, variant)
                 row = {"model": model, "dataset": dataset, "method": method_of.get(variant, variant),
-                       "variant": variant, "label": aggregate.variant_label(config, variant),
-                       "objective": aggregate.objective(config, variant), "seeds": len(seeds),
+                       "variant": variant, "label": variant_label(config, variant),
+                       "objective": objective(config, variant), "seeds": len(seeds),
                        "steps": int(runs[runs["variant"] == variant]["step"].max()), "threshold": level,
                        **_columns("auc", _mean_interval(auc, key, options)),
                        **_columns("steps_to_threshold", _mean_interval(first, key, options)),
