@@ -24,27 +24,26 @@ JOBS="${MUTATION_JOBS:-2}"
 command -v mutmut >/dev/null || { echo "mutmut not found: pip install -c envs/constraints-cpu.txt mutmut" >&2; exit 1; }
 
 # module -> its fast tests (files or test node ids)
-B=tests/test_blind_spots.py
 declare -A TESTS=(
-  [traces]="tests/test_traces.py tests/test_trace_length.py $B::test_window_width_is_exact_where_logarithms_round
-            $B::test_apply_trace_across_two_scan_blocks $B::test_half_precision_loss_keeps_every_trace_setting"
-  [objectives]="tests/test_objectives.py $B::test_ptrace_decays_with_gamma_times_lambda
-                $B::test_half_precision_loss_keeps_every_trace_setting tests/test_trace_length.py"
-  [trainer]="$B::test_trainer_loss_is_policy_loss_with_every_grpo_lambda_setting
-             $B::test_advantage_clamp_default_per_objective
-             $B::test_lambda_zero_equals_trl_when_steps_per_generation_differs
-             $B::test_off_policy_mask_drops_the_sequences_trl_drops $B::test_dapo_normaliser_per_process_equals_trl
-             $B::test_what_vllm_sampling_adds_to_a_batch_reaches_the_loss_as_in_trl
+  [traces]="tests/test_traces.py tests/test_trace_length.py tests/test_traces.py::test_window_width_is_exact_where_logarithms_round
+            tests/test_traces.py::test_apply_trace_across_two_scan_blocks tests/test_objectives.py::test_half_precision_loss_keeps_every_trace_setting"
+  [objectives]="tests/test_objectives.py tests/test_objectives.py::test_ptrace_decays_with_gamma_times_lambda
+                tests/test_objectives.py::test_half_precision_loss_keeps_every_trace_setting tests/test_trace_length.py"
+  [trainer]="tests/test_trainer.py::test_trainer_loss_is_policy_loss_with_every_grpo_lambda_setting
+             tests/test_trainer.py::test_advantage_clamp_default_per_objective
+             tests/test_trainer.py::test_lambda_zero_equals_trl_when_steps_per_generation_differs
+             tests/test_trainer.py::test_off_policy_mask_drops_the_sequences_trl_drops tests/test_trainer.py::test_dapo_normaliser_per_process_equals_trl
+             tests/test_trainer.py::test_what_vllm_sampling_adds_to_a_batch_reaches_the_loss_as_in_trl
              tests/test_trainer.py::test_lambda_zero_equals_trl_grpo
              tests/test_trainer.py::test_positive_lambda_changes_the_loss_and_logs_trace_weight
              tests/test_trainer.py::test_objective_grpo_with_clamp_is_trl_loss_on_clamped_advantages
              tests/test_trainer.py::test_config_advantage_clamp_defaults
              tests/test_trainer.py::test_config_rejects_bad_values_naming_the_field tests/test_trace_length.py
              tests/test_beyond.py::test_strace_at_quantile_zero_is_ptrace_and_uses_trls_entropy_rule"
-  [rewards]="tests/test_rewards.py tests/test_grader_period.py tests/test_strict_reward.py
-             $B::test_grade_many_in_parallel_keeps_each_verdict_in_its_row"
-  [stats]="tests/test_stats.py $B::test_bootstrap_width_is_the_binomial_width_of_its_level"
-  [aggregate]="tests/test_aggregate.py $B::test_table1_averages_over_the_variants_present"
+  [rewards]="tests/test_grading.py tests/test_strict_reward.py
+             tests/test_grading.py::test_grade_many_in_parallel_keeps_each_verdict_in_its_row"
+  [stats]="tests/test_stats.py tests/test_stats.py::test_bootstrap_width_is_the_binomial_width_of_its_level"
+  [aggregate]="tests/test_tables.py tests/test_tables.py::test_table1_averages_over_the_variants_present"
 )
 # module -> the source it mutates (a module of its own unless named here)
 declare -A SOURCES=(

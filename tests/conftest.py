@@ -106,3 +106,14 @@ def model_dir(tmp_path_factory):
     tiny.build(str(path), seed=0, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                max_position_embeddings=64)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """(root, config): the synthetic results tree of tests/results_tree.py, with accuracies known exactly."""
+    from results_tree import build_tree, make_config
+
+    root = tmp_path_factory.mktemp("results")
+    config = make_config()
+    build_tree(root, config)
+    return root, config

@@ -321,3 +321,16 @@ def test_the_methods_at_paper_scale_start_and_train_as_the_paper_grid():
     assert beyond["sft"] == paper["sft"]
     assert {k: v for k, v in beyond["rl"].items() if k != "trl"} == {k: v for k, v in paper["rl"].items() if k != "trl"}
     assert beyond["evaluation"] == paper["evaluation"]
+
+
+# --- a checkpoint at max_steps is refused ----------------------------------------------------------
+
+
+def test_checkpoint_at_max_steps_is_refused_and_one_before_is_kept():
+    steps = DEFAULT["rl"]["max_steps"]
+    config = copy.deepcopy(DEFAULT)
+    config["evaluation"]["checkpoints"] = [steps]
+    with pytest.raises(study.ConfigError, match=rf"evaluation\.checkpoints \[{steps}\]"):
+        study.validate(config)
+    config["evaluation"]["checkpoints"] = [steps - 1]
+    assert study.validate(config)["evaluation"]["checkpoints"] == [steps - 1]

@@ -17,7 +17,7 @@ from grpo_lambda.tables import names, training, write
 from grpo_lambda.tables.collect import collect_train_logs
 from grpo_lambda.tables.labels import variant_label
 from grpo_lambda.tables.options import report_options
-from test_aggregate import (CHECKPOINT, DATASETS, EFFECT, MAX_STEPS, SEEDS, _mean_over_seeds, accuracy, build_tree,
+from results_tree import (CHECKPOINT, DATASETS, EFFECT, MAX_STEPS, SEEDS, mean_over_seeds, accuracy, build_tree,
                             make_config)
 
 REPO = Path(__file__).resolve().parents[1]
@@ -59,7 +59,7 @@ def _series(panel: dict, kind: str, label: str | None = None) -> dict:
 
 
 def _final_train_reward(variant: str, seed: int, window: int) -> float:
-    """The synthetic tree's mean reward over the last `window` of its steps (test_aggregate's formula)."""
+    """The synthetic tree's mean reward over the last `window` of its steps (results_tree's formula)."""
     steps = np.arange(MAX_STEPS - window + 1, MAX_STEPS + 1)
     return float(np.mean(0.2 + EFFECT[variant] + 0.01 * seed + 0.3 * (1 - np.exp(-steps / 10))))
 
@@ -82,7 +82,7 @@ def test_every_figure_draws_the_known_values(tree, tables_dir, tmp_path):
     (panel,) = drawn["figure1"]["panels"]
     assert panel["xticklabels"] == benchmarks + ["average"] and not panel["notes"]
     for label, variants in (("GRPO", ["grpo"]), ("GRPO-λ (rt98 rt99)", ["rt98", "rt99"])):
-        per_benchmark = [np.mean([_mean_over_seeds("qwen15", d, v, b) for d in DATASETS for v in variants])
+        per_benchmark = [np.mean([mean_over_seeds("qwen15", d, v, b) for d in DATASETS for v in variants])
                          for b in benchmarks]
         assert _series(panel, "bar", label)["y"] == pytest.approx(per_benchmark + [np.mean(per_benchmark)])
 
@@ -108,11 +108,11 @@ def test_every_figure_draws_the_known_values(tree, tables_dir, tmp_path):
     line = _series(panel, "line", variant_label(config, "rt99"))
     assert line["x"] == [0, CHECKPOINT, MAX_STEPS]
     assert line["y"] == pytest.approx([accuracy("qwen15", "math12k", "sft", None, "final", "amc"),
-                                       _mean_over_seeds_at("qwen15", "math12k", "rt99", CHECKPOINT, "amc"),
-                                       _mean_over_seeds("qwen15", "math12k", "rt99", "amc")])
+                                       mean_over_seeds_at("qwen15", "math12k", "rt99", CHECKPOINT, "amc"),
+                                       mean_over_seeds("qwen15", "math12k", "rt99", "amc")])
 
 
-def _mean_over_seeds_at(model, dataset, variant, step, benchmark):
+def mean_over_seeds_at(model, dataset, variant, step, benchmark):
     return np.mean([accuracy(model, dataset, variant, s, step, benchmark) for s in SEEDS])
 
 

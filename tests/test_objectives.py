@@ -489,3 +489,43 @@ def test_history_log_ratio_by_hand(scope):
             expected = (log_ratio[b, t].item() + sum(w * log_ratio[b, k].item() for k, w in weights.items())) / mass
             assert credit[b, t].item() == pytest.approx(mass, rel=1e-12)
             assert log_coef[b, t].item() == pytest.approx(expected, rel=1e-10, abs=1e-12)
+
+
+# --- pinned where a planted bug once went unseen --------------------------------------------------
+
+
+def test_ptrace_decays_with_gamma_times_lambda():
+    """P-trace's history uses κ = γλ: γ = 0.5, λ = 0.9 is λ = 0.45 alone, and γ < 1 changes the loss."""
+    generator = torch.Generator().manual_seed(3)
+    logps = -1.0 + 0.3 * torch.randn(3, 12, generator=generator)
+    old = logps.detach() + 0.3 * torch.randn(3, 12, generator=generator)
+    mask = torch.ones(3, 12)
+    mask[1, 7:] = 0
+    advantages = torch.tensor([1.0, -0.5, 0.7])
+
+    def loss(**fields):
+        return policy_loss(logps, old, None, advantages, mask, ObjectiveParams(objective="ptrace", **fields))[0]
+
+    torch.testing.assert_close(loss(lam=0.9, gamma=0.5), loss(lam=0.45))
+    assert abs(loss(lam=0.9, gamma=0.5).item() - loss(lam=0.9).item()) > 1e-6
+
+
+@pytest.mark.parametrize("fields", [{"style": "both"}, {"form": "absolute"}, {"eps": 0.3, "lam": 0.7},
+                                    {"gamma": 0.8}, {"update": "weight", "style": "early"}])
+def test_half_precision_loss_keeps_every_trace_setting(fields):
+    """bfloat16 log-probs are traced in float32: the loss is the float32 one, setting included."""
+    generator = torch.Generator().manual_seed(5)
+    # values bfloat16 holds exactly, so the two precisions start from the same numbers
+    logps = (-1.0 - torch.rand(3, 16, generator=generator)).bfloat16().float()
+    old = (logps + 0.2 * torch.randn(3, 16, generator=generator)).bfloat16().float()
+    mask = torch.ones(3, 16)
+    mask[2, 9:] = 0
+    advantages = torch.tensor([1.0, -0.5, 0.7])
+
+    def loss(dtype, **overrides):
+        params = ObjectiveParams(**{"objective": "grpo_lambda", "lam": 0.9, "loss_type": "bnpo", **overrides})
+        return policy_loss(logps.to(dtype), old.to(dtype), None, advantages, mask, params)[0].float()
+
+    half, full = loss(torch.bfloat16, **fields), loss(torch.float32, **fields)
+    default = loss(torch.float32, lam=fields.get("lam", 0.9))
+    assert abs(half.item() - full.item()) < 0.25 * abs(full.item() - default.item())

@@ -1,7 +1,7 @@
 """The ``paired`` table pairs over problems: a small gap between two arms that get mostly the same problems
 right is distinguishable, although each arm's accuracy alone is uncertain by far more than the gap.
 
-The fixtures of test_aggregate.py give every pair of arms either a large gap or none, where a paired
+The synthetic tree of results_tree.py give every pair of arms either a large gap or none, where a paired
 and an unpaired interval reach the same verdict; here the arms agree on most problems and differ on a
 few, in both directions, so the per-problem differences are small and not constant.
 """

@@ -17,7 +17,6 @@ from grpo_lambda import spread
 from grpo_lambda.stats import student_t_quantile
 from grpo_lambda.tables import write
 
-from test_aggregate import tree  # noqa: F401 (a fixture)
 
 # Student's t quantiles from published tables (e.g. NIST/SEMATECH e-Handbook, table 1.3.6.7.2).
 T_TABLE = [(0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 3, 3.182), (0.975, 4, 2.776), (0.975, 10, 2.228),

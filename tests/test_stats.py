@@ -2,9 +2,14 @@
 
 from __future__ import annotations
 
+import math
+
 import numpy as np
 import pytest
 
+from grpo_lambda import stats
+from grpo_lambda.tables.cells import Cells
+from grpo_lambda.tables.options import REPORT_DEFAULTS
 from grpo_lambda.stats import Term, bootstrap_linear, bootstrap_mean, paired_difference
 
 
@@ -164,3 +169,31 @@ def test_majority_vote_takes_the_most_frequent_answer_first_seen_on_ties_and_ign
     assert majority_correct(["5", "4", "5", ""], [0, 1, 0, 0]) == 0.0
     assert majority_correct(["4", "5"], [1, 0]) == 1.0 and majority_correct(["5", "4"], [0, 1]) == 0.0
     assert majority_correct([None, None], [0, 0]) == 0.0
+
+
+# --- interval width against the binomial width -----------------------------------------------------
+
+
+@pytest.mark.parametrize("level, z", [(0.90, 1.6448536), (0.95, 1.9599640)])
+def test_bootstrap_width_is_the_binomial_width_of_its_level(level, z):
+    """One seed, n problems, accuracy p: the percentile interval is about 2 z √(p(1−p)/n) wide. The
+    90% width is 16% below the 95% one, twice the tolerance, so one level cannot pass for the other."""
+    n, p = 2000, 0.3
+    correct = np.zeros(n)
+    correct[: int(p * n)] = 1.0
+    analytic = 2 * z * math.sqrt(p * (1 - p) / n)
+    interval = stats.bootstrap_mean(correct, n_boot=4000, level=level, seed=1)
+    assert (interval.high - interval.low) == pytest.approx(analytic, rel=0.06)
+    # the tables ask for the report's level through Cells
+    options = {"bootstrap": 4000, "level": level, "seed": 1}
+    cells = Cells(_empty_samples(), [], options)
+    table_interval = cells.interval([stats.Term(1.0, correct, "s", "p")])
+    assert (table_interval.high - table_interval.low) == pytest.approx(analytic, rel=0.06)
+    assert REPORT_DEFAULTS["level"] == 0.95
+
+
+def _empty_samples():
+    import pandas as pd
+
+    return pd.DataFrame({column: [] for column in ("mode", "benchmark", "id", "model", "dataset", "variant",
+                                                   "step", "seed", "correct")})

@@ -246,3 +246,33 @@ def test_relative_trace_is_exact_on_long_sequences_with_large_inputs(style):
         for t in (0, 1, 255, 256, 257, 17656, 40000, length - 1):
             expected = _reference_row(x[0], t, lam, style, "relative", eps)
             assert y[0, t].item() == pytest.approx(expected, rel=1e-9, abs=1e-9 * 1e100 * math.sqrt(t + 1)), (lam, t)
+
+
+# --- pinned where a planted bug once went unseen --------------------------------------------------
+
+
+def test_window_width_is_exact_where_logarithms_round():
+    """D = #{d ≥ 1 : κ^d > ε} (capped at T), also where ε is a power of κ and log ε / log κ rounds."""
+    from grpo_lambda.traces import _window_width
+
+    checked = 0
+    for kappa in (0.1, 0.3, 0.5, 0.7, 0.9, 0.99, 0.999):
+        for n in range(1, 60):
+            for eps in (kappa**n, kappa**n * (1 + 1e-12), kappa**n * (1 - 1e-12)):
+                if not 0.0 < eps < 1.0:
+                    continue
+                T = 200
+                assert _window_width(kappa, eps, T) == sum(kappa**d > eps for d in range(1, T + 1)), (kappa, n, eps)
+                checked += 1
+    assert checked > 1000
+
+
+@pytest.mark.parametrize("length", [65, 100, 128, 129])
+def test_apply_trace_across_two_scan_blocks(length):
+    """Lengths of two 64-token blocks (and just past them): the first block's state carries into the second."""
+    from grpo_lambda.traces import apply_trace, trace_matrix
+
+    x = torch.randn(2, length, generator=torch.Generator().manual_seed(length), dtype=torch.float64)
+    for style, eps in (("recent", 0.0), ("recent", 1e-3), ("both", 0.0)):
+        dense = x @ trace_matrix(length, 0.97, style=style, eps=eps).T
+        torch.testing.assert_close(apply_trace(x, 0.97, style=style, eps=eps), dense, rtol=1e-10, atol=1e-10)

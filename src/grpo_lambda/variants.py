@@ -121,10 +121,14 @@ def check_value(name: str, key: str, value) -> None:
 
 @functools.lru_cache(maxsize=1)
 def variant_schema() -> dict:
-    """The schema's ``$defs/variant``."""
-    from grpo_lambda.config import load_schema  # (config imports this module)
+    """The schema's ``$defs/variant``, read here rather than through grpo_lambda.config, which imports this
+    module."""
+    from importlib import resources
 
-    return load_schema()["$defs"]["variant"]
+    import yaml
+
+    text = resources.files("grpo_lambda").joinpath("schemas/config.schema.yaml").read_text()
+    return yaml.safe_load(text)["$defs"]["variant"]
 
 
 @functools.lru_cache(maxsize=None)

@@ -15,111 +15,14 @@ from grpo_lambda.tables.collect import collect, collect_samples, expected_cells,
 from grpo_lambda.tables.labels import _published_variant, variant_label
 from grpo_lambda.tables.names import table_files
 from grpo_lambda.tables.options import report_options
-
-BENCHMARKS = {"aime24": 30, "amc": 40, "math500": 60, "minerva": 30, "olympiadbench": 40}
-DATASETS = ["math12k", "gsm8k"]
-SEEDS = [0, 1]
-CHECKPOINT = 10
-MAX_STEPS = 30
-# Effect of each variant on accuracy; "same" equals GRPO but gets other problems right.
-EFFECT = {"sft": -0.10, "grpo": 0.0, "rt98": 0.04, "rt99": 0.08, "bw99": 0.20, "same": 0.0}
-MODEL_BASE = {"qwen15": 0.30, "small": 0.20}
-RELATIVE = {"form": "relative"}
-
-
-def make_config() -> dict:
-    return {
-        "models": {
-            "qwen15": {"source": "x", "paper_name": "Qwen2.5-Math-1.5B-Instruct"},
-            "small": {"source": "y", "variants": ["grpo", "rt99", "same"], "datasets": ["math12k"]},
-        },
-        "datasets": {d: {"source": "registry"} for d in DATASETS},
-        "benchmarks": {b: {"source": "registry"} for b in BENCHMARKS},
-        "variants": {
-            "grpo": {"objective": "grpo"},
-            "rt98": {"objective": "grpo_lambda", "lam": 0.98, "style": "recent", "update": "trace", **RELATIVE},
-            "rt99": {"objective": "grpo_lambda", "lam": 0.99, "style": "recent", "update": "trace", **RELATIVE},
-            "bw99": {"objective": "grpo_lambda", "lam": 0.99, "style": "both", "update": "weight", **RELATIVE},
-            "same": {"objective": "grpo", "label": "GRPO again"},
-        },
-        "seeds": SEEDS,
-        "rl": {"max_steps": MAX_STEPS},
-        "evaluation": {"checkpoints": [CHECKPOINT]},
-        "report": {"bootstrap": 200},
-    }
-
-
-def n_correct(model, dataset, variant, seed, step, benchmark) -> int:
-    """The known number of correct answers of one cell."""
-    p = (MODEL_BASE[model] + EFFECT[variant] + 0.03 * DATASETS.index(dataset) + 0.02 * (seed or 0)
-         + 0.05 * list(BENCHMARKS).index(benchmark) - (0.05 if step != "final" else 0.0))
-    n = BENCHMARKS[benchmark]
-    return int(round(min(max(p, 0.0), 1.0) * n))
-
-
-def accuracy(*cell) -> float:
-    return n_correct(*cell) / BENCHMARKS[cell[-1]]
-
-
-def _order(benchmark: str, variant: str) -> np.ndarray:
-    """Which problems a cell gets right: the first k of a fixed order (nested sets), except for
-    the "same" variant whose order differs (as many right as GRPO, but other problems)."""
-    rng = np.random.default_rng(list(BENCHMARKS).index(benchmark) + (100 if variant == "same" else 0))
-    return rng.permutation(BENCHMARKS[benchmark])
-
-
-def write_cell(root: Path, model, dataset, variant, seed, step, benchmark) -> None:
-    k = n_correct(model, dataset, variant, seed, step, benchmark)
-    right = set(_order(benchmark, variant)[:k].tolist())
-    folder = root / model / dataset / variant
-    folder = (folder if variant == "sft" else folder / f"seed{seed}") / "eval" / str(step)
-    folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / f"{benchmark}.jsonl", "w") as handle:
-        for pid in range(BENCHMARKS[benchmark]):
-            handle.write(json.dumps({"id": pid, "mode": "greedy", "sample": 0, "gold": "1", "completion": "…",
-                                     "extracted": "1", "formatted": pid % 4 != 0, "correct": pid in right,
-                                     "length": 10 + pid}) + "\n")
-
-
-def write_train_log(root: Path, model, dataset, variant, seed) -> None:
-    steps = np.arange(1, MAX_STEPS + 1)
-    reward = 0.2 + EFFECT[variant] + 0.01 * seed + 0.3 * (1 - np.exp(-steps / 10))
-    log = pd.DataFrame({"step": steps, "reward": reward, "reward_std": 0.1, "kl": 0.001 * steps,
-                        "completion_length": 50.0, "loss": 0.0})
-    folder = root / model / dataset / variant / f"seed{seed}"
-    folder.mkdir(parents=True, exist_ok=True)
-    log.to_csv(folder / "train_log.csv", index=False)
-
-
-def build_tree(root: Path, config: dict) -> None:
-    for model, spec in config["models"].items():
-        for dataset in spec.get("datasets", DATASETS):
-            for benchmark in BENCHMARKS:
-                write_cell(root, model, dataset, "sft", None, "final", benchmark)
-            for variant in spec.get("variants", list(config["variants"])):
-                for seed in SEEDS:
-                    write_train_log(root, model, dataset, variant, seed)
-                    for step in (CHECKPOINT, "final"):
-                        for benchmark in BENCHMARKS:
-                            write_cell(root, model, dataset, variant, seed, step, benchmark)
-
-
-@pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    root = tmp_path_factory.mktemp("results")
-    config = make_config()
-    build_tree(root, config)
-    return root, config
+from results_tree import (BENCHMARKS, CHECKPOINT, DATASETS, MAX_STEPS, SEEDS, accuracy, build_tree, make_config,
+                          mean_over_seeds)
 
 
 @pytest.fixture(scope="module")
 def tables(tree):
     root, config = tree
     return build_tables(config, root)
-
-
-def _mean_over_seeds(model, dataset, variant, benchmark):
-    return np.mean([accuracy(model, dataset, variant, s, "final", benchmark) for s in SEEDS])
 
 
 def _average(fn, *args):
@@ -159,11 +62,11 @@ def test_results_table_per_seed_with_gain_over_sft(tables):
     assert sft_rows.seed.isna().all() and sft_rows.gain.isna().all()
 
 
-def test_results_by_variant_is_the_mean_over_seeds(tables):
+def test_results_by_variant_is_themean_over_seeds(tables):
     by_variant = tables["results_by_variant"]
     row = by_variant[(by_variant.model == "qwen15") & (by_variant.dataset == "math12k")
                      & (by_variant.variant == "bw99") & (by_variant.benchmark == "minerva")].iloc[0]
-    truth = _mean_over_seeds("qwen15", "math12k", "bw99", "minerva")
+    truth = mean_over_seeds("qwen15", "math12k", "bw99", "minerva")
     assert row.accuracy == pytest.approx(truth)
     assert row.n_seeds == 2
     assert row.gain == pytest.approx(truth - accuracy("qwen15", "math12k", "sft", None, "final", "minerva"))
@@ -175,12 +78,12 @@ def test_table1_default_is_the_mean_of_recent_trace_variants(tables):
     lam = t1.loc[("qwen15", "grpo_lambda")]
     assert lam["variants"] == "rt98 rt99"
     for benchmark in BENCHMARKS:
-        truth = np.mean([_mean_over_seeds("qwen15", d, v, benchmark) for d in DATASETS for v in ("rt98", "rt99")])
+        truth = np.mean([mean_over_seeds("qwen15", d, v, benchmark) for d in DATASETS for v in ("rt98", "rt99")])
         assert lam[benchmark] == pytest.approx(truth)
         assert lam[f"{benchmark}_low"] <= lam[benchmark] <= lam[f"{benchmark}_high"]
     assert lam["average"] == pytest.approx(np.mean([lam[b] for b in BENCHMARKS]))
     grpo = t1.loc[("qwen15", "grpo")]
-    assert grpo["amc"] == pytest.approx(np.mean([_mean_over_seeds("qwen15", d, "grpo", "amc") for d in DATASETS]))
+    assert grpo["amc"] == pytest.approx(np.mean([mean_over_seeds("qwen15", d, "grpo", "amc") for d in DATASETS]))
     # "small" was trained on one dataset and has only rt99 among the GRPO-λ variants.
     assert t1.loc[("small", "grpo_lambda"), "variants"] == "rt99"
     assert t1.loc[("small", "grpo_lambda"), "datasets"] == "math12k"
@@ -192,7 +95,7 @@ def test_table1_choice_from_the_config(tree):
     t1 = build_tables(config, root)["table1"].set_index(["model", "method"])
     assert t1.loc[("qwen15", "grpo_lambda"), "variants"] == "bw99"
     assert t1.loc[("qwen15", "grpo_lambda"), "math500"] == pytest.approx(
-        np.mean([_mean_over_seeds("qwen15", d, "bw99", "math500") for d in DATASETS]))
+        np.mean([mean_over_seeds("qwen15", d, "bw99", "math500") for d in DATASETS]))
     assert np.isnan(t1.loc[("qwen15", "grpo_lambda"), "math500_low"])  # bootstrap 0: no interval
 
 
@@ -211,7 +114,7 @@ def test_published_difference(tables):
     paper = published_e[(published_e.model == "Qwen2.5-Math-1.5B-Instruct") & (published_e.train_dataset == "gsm8k")
                         & (published_e.trace_style == "grpo") & (published_e.benchmark == "aime24")].accuracy.item()
     assert cell.published == pytest.approx(paper)
-    assert cell.difference == pytest.approx(_mean_over_seeds("qwen15", "gsm8k", "grpo", "aime24") - paper)
+    assert cell.difference == pytest.approx(mean_over_seeds("qwen15", "gsm8k", "grpo", "aime24") - paper)
     lam_cell = appendix[(appendix.variant == "bw99") & (appendix.dataset == "math12k")
                         & (appendix.benchmark == "amc")]
     paper = published_e[(published_e.model == "Qwen2.5-Math-1.5B-Instruct") & (published_e.train_dataset == "math12k")
@@ -228,15 +131,15 @@ def test_appendix_e_layout(tables):
                                    "recent/trace/0.99", "GRPO again"]
     assert list(table.benchmark[::2]) == list(BENCHMARKS) + ["average"]
     row = table[(table.benchmark == "olympiadbench") & (table.dataset == "gsm8k")].iloc[0]
-    assert row["recent/trace/0.98"] == pytest.approx(_mean_over_seeds("qwen15", "gsm8k", "rt98", "olympiadbench"))
+    assert row["recent/trace/0.98"] == pytest.approx(mean_over_seeds("qwen15", "gsm8k", "rt98", "olympiadbench"))
 
 
 def test_paired_comparison_detects_a_real_gap_and_not_a_null_one(tables):
     paired = tables["paired"]
     strong = paired[(paired.model == "qwen15") & (paired.dataset == "math12k") & (paired.method == "bw99")
                     & (paired.benchmark == "average")].iloc[0]
-    truth = (_average(_mean_over_seeds, "qwen15", "math12k", "bw99")
-             - _average(_mean_over_seeds, "qwen15", "math12k", "grpo"))
+    truth = (_average(mean_over_seeds, "qwen15", "math12k", "bw99")
+             - _average(mean_over_seeds, "qwen15", "math12k", "grpo"))
     assert strong["diff"] == pytest.approx(truth)
     assert strong.diff_low > 0 and bool(strong.distinguishable)
     null = paired[(paired.model == "qwen15") & (paired.method == "same") & (paired.benchmark == "math500")]
@@ -247,8 +150,8 @@ def test_paired_comparison_detects_a_real_gap_and_not_a_null_one(tables):
     # Table 1's GRPO-λ against GRPO over all training sets
     overall = paired[(paired.model == "qwen15") & (paired.dataset == "all") & (paired.method == "grpo_lambda")
                      & (paired.benchmark == "amc")].iloc[0]
-    lam = np.mean([_mean_over_seeds("qwen15", d, v, "amc") for d in DATASETS for v in ("rt98", "rt99")])
-    base = np.mean([_mean_over_seeds("qwen15", d, "grpo", "amc") for d in DATASETS])
+    lam = np.mean([mean_over_seeds("qwen15", d, v, "amc") for d in DATASETS for v in ("rt98", "rt99")])
+    base = np.mean([mean_over_seeds("qwen15", d, "grpo", "amc") for d in DATASETS])
     assert overall["diff"] == pytest.approx(lam - base)
 
 
@@ -299,7 +202,7 @@ def test_partial_run_reports_what_exists(tree, tmp_path):
     assert "bw99" not in set(by_variant[by_variant.dataset == "gsm8k"].variant)
     t1 = tables["table1"].set_index(["model", "method"])
     assert t1.loc[("qwen15", "grpo_lambda"), "math500"] == pytest.approx(
-        np.mean([_mean_over_seeds("qwen15", d, v, "math500") for d in DATASETS for v in ("rt98", "rt99")]))
+        np.mean([mean_over_seeds("qwen15", d, v, "math500") for d in DATASETS for v in ("rt98", "rt99")]))
 
 
 def test_empty_results_folder_still_writes_tables(tmp_path):
@@ -391,7 +294,7 @@ def test_a_config_without_grpo_compares_with_its_first_variant_and_shows_no_grpo
     e = tables["appendix_e_qwen15"].set_index(["benchmark", "dataset"])
     assert list(e.columns) == ["recent/trace/0.98", "both/weight/0.99", "recent/trace/0.99"]
     for variant, label in [("rt98", "recent/trace/0.98"), ("bw99", "both/weight/0.99")]:
-        assert e.loc[("amc", "gsm8k"), label] == pytest.approx(_mean_over_seeds("qwen15", "gsm8k", variant, "amc"))
+        assert e.loc[("amc", "gsm8k"), label] == pytest.approx(mean_over_seeds("qwen15", "gsm8k", variant, "amc"))
 
     # Table 1: no row labelled GRPO, since no variant is GRPO; GRPO-λ is the recent/trace mean
     t1 = tables["table1"].set_index(["model", "method"])
@@ -440,14 +343,14 @@ def test_table1_grpo_lambda_row_averages_grpo_lambda_variants_only(tree, choice)
     lam = t1.loc[("qwen15", "grpo_lambda")]
     assert lam["variants"] == "rt98 rt99 bw99"
     for benchmark in BENCHMARKS:
-        truth = np.mean([_mean_over_seeds("qwen15", d, v, benchmark) for d in DATASETS
+        truth = np.mean([mean_over_seeds("qwen15", d, v, benchmark) for d in DATASETS
                          for v in ("rt98", "rt99", "bw99")])
         assert lam[benchmark] == pytest.approx(truth)
     # "small" has one GRPO-λ variant beside two GRPO ones: the row is rt99's alone
     small = t1.loc[("small", "grpo_lambda")]
     assert small["variants"] == "rt99"
-    assert small["amc"] == pytest.approx(_mean_over_seeds("small", "math12k", "rt99", "amc"))
-    assert small["amc"] != pytest.approx(np.mean([_mean_over_seeds("small", "math12k", v, "amc")
+    assert small["amc"] == pytest.approx(mean_over_seeds("small", "math12k", "rt99", "amc"))
+    assert small["amc"] != pytest.approx(np.mean([mean_over_seeds("small", "math12k", v, "amc")
                                                   for v in ("grpo", "rt99", "same")]))
     # and GRPO stays the baseline's own row
     assert t1.loc[("qwen15", "grpo"), "variants"] == "grpo"
@@ -580,4 +483,30 @@ def test_report_metric_avg_puts_avg_at_k_in_table1_and_the_paired_table(tmp_path
 
 
 def _mean_over_dataset_and_seeds(model, variant, benchmark):
-    return np.mean([_mean_over_seeds(model, dataset, variant, benchmark) for dataset in DATASETS])
+    return np.mean([mean_over_seeds(model, dataset, variant, benchmark) for dataset in DATASETS])
+
+
+# --- Table 1 on a partial results tree -------------------------------------------------------------
+
+
+def test_table1_averages_over_the_variants_present(tree, tmp_path):
+    """A variant missing on one training set leaves that set's GRPO-λ mean to the variants present."""
+    import shutil
+
+    root, config = tree
+    partial = tmp_path / "partial"
+    shutil.copytree(root, partial)
+    shutil.rmtree(partial / "qwen15" / "gsm8k" / "rt98")  # rt99 alone on gsm8k
+    shutil.rmtree(partial / "qwen15" / "gsm8k" / "grpo")  # GRPO on math12k only
+    config = {**config, "report": {"bootstrap": 0}}
+    t1 = build_tables(config, partial)["table1"].set_index(["model", "method"])
+    lam, grpo = t1.loc[("qwen15", "grpo_lambda")], t1.loc[("qwen15", "grpo")]
+    assert lam["variants"] == "rt98 rt99" and lam["datasets"] == "math12k gsm8k"
+    for benchmark in BENCHMARKS:
+        math12k = np.mean([mean_over_seeds("qwen15", "math12k", v, benchmark) for v in ("rt98", "rt99")])
+        gsm8k = mean_over_seeds("qwen15", "gsm8k", "rt99", benchmark)
+        assert lam[benchmark] == pytest.approx((math12k + gsm8k) / 2)
+        assert grpo[benchmark] == pytest.approx(mean_over_seeds("qwen15", "math12k", "grpo", benchmark))
+    assert grpo["datasets"] == "math12k"
+    assert lam["average"] == pytest.approx(np.mean([lam[b] for b in BENCHMARKS]))
+    assert set(DATASETS) == {"math12k", "gsm8k"}

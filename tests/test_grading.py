@@ -402,3 +402,49 @@ def test_the_format_reward_is_the_graders_formatted_verdict():
     expected = [float(grade_details(text if isinstance(text, str) else text[0]["content"], "1")["formatted"])
                 for text in completions]
     assert format_reward(completions) == expected == [1.0, 0.0, 1.0, 1.0, 0.0]
+
+
+# A boxed number may end with a period, as model output often does (the reference grader agrees).
+
+
+@pytest.mark.parametrize("completion, gold", [("\\boxed{204.}", "204"), ("$\\boxed{204.}$", 204.0),
+                                              ("\\boxed{-3.}", "-3"), ("\\boxed{1,000.}", "1000"),
+                                              ("\\boxed{27.}", ["27", "27.0"]),
+                                              ("\\boxed{2.5.}", "2.5"), ("\\boxed{x=5.}", "x=5")])
+def test_a_trailing_period_in_a_boxed_number_is_accepted(completion, gold):
+    assert grade(completion, gold)
+
+
+@pytest.mark.parametrize("completion, gold", [("\\boxed{205.}", "204"), ("\\boxed{.}", "0"),
+                                              ("\\boxed{204..}", "204"), ("\\boxed{2.6.}", "2.5")])
+def test_a_period_does_not_make_a_wrong_answer_right(completion, gold):
+    assert not grade(completion, gold)
+
+
+# --- grade_many keeps each verdict in its row ------------------------------------------------------
+
+# (answer, gold, correct): symbolic (sympy / math-verify) right and wrong answers, interleaved with
+# answers the string comparison decides.
+GRADED = [
+    (r"3\sqrt{2}", r"\sqrt{18}", True),
+    (r"\frac{\pi}{4}", "45^\\circ", False),
+    ("12", "12", True),
+    (r"\frac{7}{3}", r"2\frac{1}{3}", True),
+    (r"e^{2}", r"e^{3}", False),
+    ("13", "12", False),
+    (r"\sqrt{2}+1", r"1+\sqrt{2}", True),
+    (r"2\sqrt{3}", r"\sqrt{11}", False),
+    (r"\frac{1}{4}", "0.25", True),
+    (r"x^{2}+2x+1", r"(x+1)^{3}", False),
+]
+
+
+def test_grade_many_in_parallel_keeps_each_verdict_in_its_row():
+    completions = [f"so the answer is \\boxed{{{answer}}}" for answer, _, _ in GRADED]
+    golds = [gold for _, gold, _ in GRADED]
+    truth = [correct for _, _, correct in GRADED]
+    parallel = grade_many(completions, golds, processes=2, timeout=30)  # first: no cached verdicts
+    assert parallel == truth
+    assert parallel == [grade(text, gold, timeout=30) for text, gold in zip(completions, golds)]
+    reordered = grade_many(completions[::-1], golds[::-1], processes=2, timeout=30)
+    assert reordered == truth[::-1]
