@@ -109,11 +109,18 @@ def model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory):
+def tree_config():
+    """The synthetic results tree's config (a test module may override this fixture to shrink the tree)."""
+    from results_tree import make_config
+
+    return make_config()
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory, tree_config):
     """(root, config): the synthetic results tree of tests/results_tree.py, with accuracies known exactly."""
-    from results_tree import build_tree, make_config
+    from results_tree import build_tree
 
     root = tmp_path_factory.mktemp("results")
-    config = make_config()
-    build_tree(root, config)
-    return root, config
+    build_tree(root, tree_config)
+    return root, tree_config

@@ -17,8 +17,7 @@ from grpo_lambda.tables import names, training, write
 from grpo_lambda.tables.collect import collect_train_logs
 from grpo_lambda.tables.labels import variant_label
 from grpo_lambda.tables.options import report_options
-from results_tree import (CHECKPOINT, DATASETS, EFFECT, MAX_STEPS, SEEDS, mean_over_seeds, accuracy, build_tree,
-                            make_config)
+from results_tree import (CHECKPOINT, DATASETS, EFFECT, MAX_STEPS, SEEDS, mean_over_seeds, accuracy, make_config)
 
 REPO = Path(__file__).resolve().parents[1]
 
@@ -31,11 +30,9 @@ def small_config() -> dict:
 
 
 @pytest.fixture(scope="module")
-def tree(tmp_path_factory):
-    root = tmp_path_factory.mktemp("results")
-    config = small_config()
-    build_tree(root, config)
-    return root, config
+def tree_config():
+    """conftest's synthetic tree, drawn from two benchmarks."""
+    return small_config()
 
 
 @pytest.fixture(scope="module")
