@@ -8,7 +8,7 @@ from pathlib import Path
 
 from grpo_lambda import files, provenance
 from grpo_lambda.data.prompts import prompt_text
-from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
+from grpo_lambda.models import load_tokenizer, lora_config, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
 
 log = logging.getLogger(__name__)
@@ -77,12 +77,15 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
                 disable_tqdm=not progress.interactive(),  # a job log gets ProgressLines instead
                 **trainer_hardware_kwargs(options),
             )
-            trainer = SFTTrainer(model=base, args=args, train_dataset=dataset, processing_class=tokenizer)
+            # A model with lora: trains an adapter, as in RL, and is saved merged into its base: a full model.
+            peft_config = lora_config(settings["model"].get("lora"))
+            trainer = SFTTrainer(model=base, args=args, train_dataset=dataset, processing_class=tokenizer,
+                                 peft_config=peft_config)
             log_world_size(trainer.accelerator, "sft")
             # the scratch output folder is deleted: event files go beside the model instead
             use_cell_tensorboard_folder(trainer, Path(out_dir).parent / "tensorboard")
             progress.quiet_trainer_output(trainer, f"sft {args.run_name}")
             trainer.train()
-            save_trained_model(trainer, out_dir)
+            save_trained_model(trainer, out_dir, lora_base=base if peft_config else None)
             if trainer.is_world_process_zero():
                 files.write_json(Path(out_dir).parent / "provenance.json", provenance.record())
