@@ -1,4 +1,10 @@
-"""Supervised fine-tuning with TRL's SFTTrainer: prompt/completion pairs, loss on the completion only."""
+"""Supervised fine-tuning with TRL's SFTTrainer.
+
+A training set's worked solutions or the self-distilled set are prompt/completion pairs under the model's
+prompt template, with the loss on the completion only. A chat SFT set (``sft.data: open_r1``, rows of
+``messages``) is handed to TRL as conversations: TRL applies the model's chat template and, as in open-r1's
+recipe, trains on every token. A model with ``lora:`` trains its LoRA adapter and is written merged.
+"""
 
 from __future__ import annotations
 
@@ -15,8 +21,12 @@ log = logging.getLogger(__name__)
 
 
 def sft_dataset(rows: list[dict], tokenizer, template: str):
-    """Prompt/completion text pairs; the completion ends with eos so the model learns to stop."""
+    """Prompt/completion text pairs, the completion ending with eos so the model learns to stop; or, for
+    rows of ``messages``, the conversations as they are (TRL formats them with the chat template)."""
     from datasets import Dataset
+
+    if rows and all("messages" in row for row in rows):
+        return Dataset.from_list([{"messages": row["messages"]} for row in rows])
 
     missing = sum(1 for row in rows if not row.get("solution"))
     if missing:
@@ -68,12 +78,13 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
                 lr_scheduler_type=options.get("lr_scheduler_type", "cosine"),
                 warmup_steps=options.get("warmup_steps", 0),
                 max_length=options.get("max_length", 4096),
-                completion_only_loss=True,
+                completion_only_loss=True,  # prompt/completion pairs; conversations have no prompt part
+                packing=options.get("packing", False),
                 seed=options.get("seed", 0),
                 logging_steps=10,
                 save_strategy="no",
                 report_to=options.get("report_to") or default_report_to(),
-                run_name=f"{settings['model']['name']}/{settings['dataset']}/sft",
+                run_name="/".join(part for part in (settings["model"]["name"], settings["dataset"], "sft") if part),
                 disable_tqdm=not progress.interactive(),  # a job log gets ProgressLines instead
                 **trainer_hardware_kwargs(options),
             )

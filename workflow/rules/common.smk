@@ -54,6 +54,7 @@ localrules:
     prefetch,
     prepare_dataset,
     prepare_benchmark,
+    prepare_sft_set,
     build_tiny,
     aggregate,
     figures,
@@ -69,6 +70,7 @@ wildcard_constraints:
     dataset=alternatives(DATASETS),
     variant=alternatives(VARIANTS),
     benchmark=alternatives(BENCHMARKS),
+    sft_set=alternatives([study.sft_set(config)["name"]]),
     seed=r"\d+",
     step=r"final|\d+",
 
@@ -141,6 +143,11 @@ def base_model(w):
     return f"{RESULTS}/models/{w.model}" if source == "tiny" else source
 
 
+def sft_model(w):
+    """The SFT model an RL cell starts from: the model's own for this training set, or the one it shares."""
+    return f"{RESULTS}/{study.sft_folder(config, w.model, w.dataset)}/model"
+
+
 def evaluated_checkpoint(w):
     if w.step == "final":
         return f"{cell_dir(w)}/model"
@@ -177,8 +184,8 @@ def final_targets():
     when a target needs it: with the SFT models, training logs and evaluations among the targets, a
     stage whose forced job failed (Snakemake deletes its outputs before the job) is run again by the
     next run, with what depends on it, instead of "Nothing to be done" over tables of a deleted model."""
-    sft_models = [f"{RESULTS}/{model}/{dataset}/sft/model" for model in MODELS
-                  for dataset in study.model_datasets(config, model)]
+    sft_models = sorted({f"{RESULTS}/{study.sft_folder(config, model, dataset)}/model" for model in MODELS
+                         for dataset in study.model_datasets(config, model)})
     return (rules.aggregate.output + rules.figures.output + sft_models + train_logs() + rl_eval_files()
             + sft_eval_files())
 

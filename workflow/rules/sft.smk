@@ -5,6 +5,11 @@ def sft_data(w):
     return f"{RESULTS}/data/{w.dataset}.jsonl"
 
 
+def sft_set_file(w):
+    """The chat SFT set of sft.data open_r1, prepared once for every model that uses it."""
+    return f"{RESULTS}/data/sft/{study.sft_set(config)['name']}.jsonl"
+
+
 def sft_base_input(w):
     """The base model when a job makes it: the tiny model's build, or another job's output under results/."""
     source = config["models"][w.model]["source"]
@@ -60,6 +65,34 @@ rule sft:
         gpu=0,
         # Several nodes (models.X.nodes): one task per node; tasks_per_gpu 0 keeps the SLURM plugin
         # from reading tasks as tasks per GPU.
+        nodes=model_nodes,
+        tasks=model_nodes,
+        tasks_per_gpu=0,
+    shell:
+        "{params.launch:q} sft --settings {params.settings:q} --base {params.base:q} --data {input.data:q}"
+        " --out {output:q} --threads {threads:q} > {log:q} 2>&1"
+
+
+# sft.data open_r1: one SFT model per base model on the chat SFT set, shared by its training sets.
+rule sft_shared:
+    input:
+        data=sft_set_file,
+        base=sft_base_input,
+    output:
+        directory(f"{RESULTS}/{{model}}/sft/model"),
+    params:
+        launch=launcher,
+        settings=lambda w: settings("sft", model=w.model),
+        base=base_model,
+    log:
+        f"{RESULTS}/logs/sft/{{model}}.log",
+    benchmark:
+        f"{RESULTS}/logs/sft/{{model}}.benchmark.tsv"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
+        gpu=0,
         nodes=model_nodes,
         tasks=model_nodes,
         tasks_per_gpu=0,
