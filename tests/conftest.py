@@ -82,7 +82,7 @@ def rl_learning_problems(results: Path, config: dict) -> list[str]:
         beta = config["models"][cell["model"]].get("rl", {}).get("beta", config["rl"].get("beta", 0.0))
         if beta > 0 and not log["kl"].iloc[-1] > 0:
             problems.append(f"{name}: β = {beta} but the KL at the last step is {log['kl'].iloc[-1]}")
-        sft = results / cell["model"] / cell["dataset"] / "sft" / "model"
+        sft = results / study.sft_folder(config, cell["model"], cell["dataset"]) / "model"
         for snapshot in [*sorted((folder / "checkpoints").glob("step-*")), folder / "model"]:
             if largest_weight_change(sft, snapshot) == 0:
                 problems.append(f"{name}: {snapshot.name} is byte-identical to the SFT model")

@@ -279,7 +279,7 @@ def test_a_lora_model_without_peft_is_refused_before_any_job(monkeypatch):
     config = study.load(str(ROOT / "config/rehearsal.yaml"))  # one of its models trains with LoRA
     real_find_spec = importlib.util.find_spec
     monkeypatch.setattr(importlib.util, "find_spec", lambda name, *a: None if name == "peft" else real_find_spec(name, *a))
-    with pytest.raises(study.ConfigError, match=r"models\.tiny-r1\.lora needs the peft package"):
+    with pytest.raises(study.ConfigError, match=r"models\.tiny-distill\.lora needs the peft package"):
         study.validate(config)
     assert importlib.util.find_spec("peft") is None
     monkeypatch.undo()
@@ -334,3 +334,33 @@ def test_checkpoint_at_max_steps_is_refused_and_one_before_is_kept():
         study.validate(config)
     config["evaluation"]["checkpoints"] = [steps - 1]
     assert study.validate(config)["evaluation"]["checkpoints"] == [steps - 1]
+
+
+@pytest.mark.parametrize("overlay", ["open-r1", "self-distill"])
+def test_an_sft_overlay_merges_over_the_paper_grid(overlay):
+    from snakemake.utils import update_config
+
+    merged = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    update_config(merged, yaml.safe_load((ROOT / "config" / "sft" / f"{overlay}.yaml").read_text()))
+    config = study.validate(merged)
+    shared = overlay == "open-r1"
+    assert [study.sft_is_shared(config, model) for model in config["models"]] == [shared] * 4
+    assert study.sft_folder(config, "r1-qwen-7b", "gsm8k") == ("r1-qwen-7b/sft" if shared else "r1-qwen-7b/gsm8k/sft")
+    settings = study.stage_settings(config, "sft", model="r1-qwen-7b", dataset="gsm8k")
+    assert settings["sft"]["packing"] is shared and settings["sft"]["learning_rate"] == 2.0e-5
+    assert settings["dataset"] == (None if shared else "gsm8k")  # one job for all the model's training sets
+
+
+def test_the_open_r1_sft_set_is_named_once_for_the_study_and_from_the_registry():
+    config = copy.deepcopy(DEFAULT)
+    config["sft"] = {**config.get("sft", {}), "data": "open_r1", "open_r1": {"name": "bespoke-stratos-18k"}}
+    with pytest.raises(study.ConfigError, match=r"sft\.open_r1\.name: 'bespoke-stratos-18k' is not an SFT set"):
+        study.validate(config)
+    config["sft"]["open_r1"] = {"path": "no/such/file.jsonl"}
+    with pytest.raises(study.ConfigError, match=r"sft\.open_r1\.path: 'no/such/file.jsonl' does not exist"):
+        study.validate(config)
+    config["sft"]["open_r1"] = {}
+    model = next(iter(config["models"]))
+    config["models"][model]["sft"] = {"open_r1": {"limit": 5}}
+    with pytest.raises(study.ConfigError, match=rf"models\.{model}\.sft\.open_r1: .*top-level sft\.open_r1"):
+        study.validate(config)

@@ -83,3 +83,25 @@ def test_every_rule_runs_in_the_one_documented_environment():
     rule_files = [ROOT / "Snakefile", *sorted((ROOT / "workflow" / "rules").glob("*.smk"))]
     with_conda = [path.name for path in rule_files if re.search(r"^\s+conda:", path.read_text(), re.M)]
     assert with_conda == []
+
+
+def test_the_paper_grid_trains_one_sft_model_per_model_and_training_set(plan):
+    """config/paper.yaml: self-distillation, so each RL cell starts from its own training set's SFT model."""
+    models = set(plan["sft"])
+    assert len(models) == 16 and len(plan["prepare_sft"]) == 2 * 16  # the set and its counts
+    assert not plan["sft_shared"] and all(re.fullmatch(r"results/[^/]+/[^/]+/sft/model", path) for path in models)
+
+
+def test_the_open_r1_overlay_trains_one_sft_model_per_model_for_all_its_training_sets():
+    log = dry_run("config/sft/open-r1.yaml", "--printshellcmds")
+    plan = planned_outputs(log)
+    assert not plan["sft"] and not plan["prepare_sft"]
+    assert sorted(plan["sft_shared"]) == [f"results/{model}/sft/model" for model in
+                                          ("qwen-math-1.5b", "r1-llama-3b", "r1-qwen-1.5b", "r1-qwen-7b")]
+    assert plan["prepare_sft_set"] == ["results/data/sft/bespoke-stratos-17k.jsonl"]
+    starts = re.findall(r"grpo-lambda train .*?--base '?(\S+?)'? --data '?results/data/(\w+)\.jsonl", log)
+    assert len(starts) == 92
+    assert {(base, data) for base, data in starts if "r1-qwen-7b" in base} == {
+        ("results/r1-qwen-7b/sft/model", dataset) for dataset in ("gsm8k", "math12k", "mathrl16k", "orz57k")}
+    assert all(re.fullmatch(r"results/[^/]+/sft/model", base) for base, _ in starts)
+    assert re.search(r"grpo-lambda sft .*--data '?results/data/sft/bespoke-stratos-17k\.jsonl", log)

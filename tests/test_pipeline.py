@@ -4,6 +4,7 @@ import base64
 import io
 import json
 import re
+import shutil
 import subprocess
 import sys
 
@@ -31,6 +32,7 @@ def snakemake(workdir, *args, targets=(), check=True):
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, cli):
     workdir = tmp_path_factory.mktemp("pipeline")
+    shutil.copytree(ROOT / "tests/data/sft-chat", workdir / "tests/data/sft-chat")  # sft.open_r1.path, relative
     snakemake(workdir, "--cores", "2")
     snakemake(workdir, "--report", "results/report.html")
     return workdir
@@ -103,6 +105,21 @@ def test_rl_changed_every_model(run):
     assert rl_learning_problems(run / "results", config) == []
 
 
+def test_a_shared_sft_model_is_trained_once_and_both_training_sets_start_from_it(run):
+    """tiny-shared (sft.data open_r1): one SFT model on the chat set, the start of its RL cells on both sets."""
+    from conftest import largest_weight_change
+    from grpo_lambda import fingerprint
+
+    results = run / "results"
+    shared = results / "tiny-shared" / "sft" / "model"
+    assert largest_weight_change(results / "models" / "tiny-shared", shared) > 0
+    for dataset in ("arith", "arith-b"):
+        assert not (results / "tiny-shared" / dataset / "sft" / "model").exists()
+        [record] = (results / "tiny-shared" / dataset / "grpo" / "seed0").rglob(fingerprint.FILE_NAME)
+        assert json.loads(record.read_text())["base"] == fingerprint.path_digest(shared), dataset
+        assert (results / "tiny-shared" / dataset / "sft" / "eval" / "final" / "arith-1.json").exists()
+
+
 def embedded_files(html: str) -> dict[str, bytes]:
     """The files a Snakemake report embeds as base64 data URIs, by file name."""
     html = html.replace("\\/", "/")  # data URIs inside JSON strings may escape the slash
@@ -138,10 +155,11 @@ def test_the_provenance_table_names_one_environment_per_stage_for_every_file(run
         "evaluate", "sft", "train"]
     files_by_stage = table.groupby("stage")["files"].sum().to_dict()
     cells = study.rl_cells(config)
-    sft_models = sum(len(study.model_datasets(config, model)) for model in config["models"])
-    assert files_by_stage["train"] == len(cells) and files_by_stage["sft"] == sft_models
+    baselines = [(model, dataset) for model in config["models"] for dataset in study.model_datasets(config, model)]
+    sft_models = {study.sft_folder(config, model, dataset) for model, dataset in baselines}  # tiny-shared's: one
+    assert files_by_stage["train"] == len(cells) and files_by_stage["sft"] == len(sft_models) == len(baselines) - 1
     steps = {model: 1 + len(study.model_checkpoints(config, model)) for model in config["models"]}
-    evaluations = sft_models + sum(steps[cell["model"]] for cell in cells)
+    evaluations = len(baselines) + sum(steps[cell["model"]] for cell in cells)
     assert files_by_stage["evaluate"] == len(config["benchmarks"]) * evaluations
     assert set(table["torch"]) == {provenance.record()["torch"]}
 
@@ -165,15 +183,15 @@ def test_every_cell_logged_its_completions_each_with_its_own_reward_and_advantag
             assert len(group) == config["rl"]["num_generations"]
             rewards = group["reward"].to_numpy(dtype=float)
             for completion, reward in zip(group["completion"], rewards):
-                assert reward == float(grade(completion, _gold(run, prompt)))
+                assert reward == float(grade(completion, _gold(run, cell["dataset"], prompt)))
             normalised = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-4)
             assert np.allclose(group["advantage"].to_numpy(dtype=float), normalised, atol=1e-5), (step, group)
     table = pd.read_csv(run / "results" / "tables" / "completions.csv")
     assert set(table["phase"]) == {"early", "late"} and len(table) == 2 * 2 * len(study.rl_cells(config))
 
 
-def _gold(run, prompt):
-    rows = files.read_jsonl(run / "results" / "data" / "arith.jsonl")
+def _gold(run, dataset, prompt):
+    rows = files.read_jsonl(run / "results" / "data" / f"{dataset}.jsonl")
     return max((row for row in rows if row["problem"] in prompt), key=lambda row: len(row["problem"]))["answer"]
 
 

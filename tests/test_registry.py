@@ -246,3 +246,29 @@ def test_already_normalised_rows_load_unchanged(tmp_path):
     path = tmp_path / "rows.jsonl"
     files.write_jsonl(path, rows)
     assert load_rows("math12k", path) == (rows, 0)
+
+
+def test_an_sft_set_reads_messages_or_sharegpt_conversations_and_skips_rows_without_both_turns(tmp_path):
+    """Bespoke-Stratos-17k's rows as HuggingFaceH4 publishes them (messages, with system + conversations beside)
+    and as the ShareGPT original (system + conversations only)."""
+    from grpo_lambda.data.registry import SFT_SETS, load_conversations
+
+    assert SFT_SETS["bespoke-stratos-17k"].hub_id == "HuggingFaceH4/Bespoke-Stratos-17k"
+    rows = [
+        {"system": "Think first.",
+         "conversations": [{"from": "user", "value": "1+1?"}, {"from": "assistant", "value": "2"}],
+         "messages": [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "\\boxed{2}"}]},
+        {"system": "Think first.",
+         "conversations": [{"from": "user", "value": "2+2?"}, {"from": "assistant", "value": "4"}]},
+        {"messages": [{"role": "user", "content": "no answer"}]},
+        {"conversations": [{"from": "tool", "value": "?"}, {"from": "assistant", "value": "x"}]},
+    ]
+    path = tmp_path / "chat.jsonl"
+    path.write_text("".join(json.dumps(row) + "\n" for row in rows))
+    loaded, dropped = load_conversations("bespoke-stratos-17k", path)
+    assert [row["messages"] for row in loaded] == [
+        [{"role": "user", "content": "1+1?"}, {"role": "assistant", "content": "\\boxed{2}"}],
+        [{"role": "system", "content": "Think first."}, {"role": "user", "content": "2+2?"},
+         {"role": "assistant", "content": "4"}]]
+    assert dropped == 2 and len({row["id"] for row in loaded}) == 2
+    assert len(load_conversations("bespoke-stratos-17k", path, limit=1)[0]) == 1

@@ -15,7 +15,7 @@ from conftest import rl_learning_problems
 from grpo_lambda import config as study
 
 ROOT = Path(__file__).resolve().parents[1]
-SBATCH_RULES = {"prepare_sft", "sft", "train", "evaluate", "evaluate_sft"}  # every other rule is a local rule
+SBATCH_RULES = {"prepare_sft", "sft", "sft_shared", "train", "evaluate", "evaluate_sft"}  # the others are local rules
 TEMP_NAMES = re.compile(r"\.tmp-\d+$|\.saving$|\.merging$")
 
 
@@ -78,7 +78,7 @@ def test_slurm_local_profile_differs_from_the_slurm_profile_only_where_a_cpu_nod
     assert cluster["keep-going"] is True
     assert set(local) - set(cluster) == {"slurm-status-command", "slurm-no-account",
                                          "slurm-init-seconds-before-status-checks"}
-    for rule in ("sft", "train"):
+    for rule in ("sft", "sft_shared", "train"):
         assert local["set-resources"][rule]["processes"] == 2
         assert cluster["set-resources"][rule]["gpu"] >= 1
 
@@ -90,7 +90,8 @@ def test_sft_and_train_launch_two_processes_on_a_free_port():
     commands = [line for line in plan.stdout.splitlines() if line.startswith("Shell command:")]
     launched = [line for line in commands if " sft --settings" in line or " train --settings" in line]
     config = study.load(str(ROOT / "config/rehearsal.yaml"))
-    sft_jobs = sum(len(study.model_datasets(config, model)) for model in config["models"])
+    sft_jobs = len({study.sft_folder(config, model, dataset) for model in config["models"]
+                    for dataset in study.model_datasets(config, model)})
     assert len(launched) == sft_jobs + len(study.rl_cells(config))
     for line in launched:
         assert "accelerate launch" in line and "--num_processes 2 --main_process_port 0" in line, line
@@ -197,7 +198,9 @@ def test_lora_snapshots_are_full_models(rehearsal):
         if cell["model"] not in lora_models:
             continue
         folder = results / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
-        base = AutoModelForCausalLM.from_pretrained(results / "models" / cell["model"])
+        source = config["models"][cell["model"]]["source"]
+        base = AutoModelForCausalLM.from_pretrained(results / "models" / cell["model"] if source == "tiny"
+                                                    else rehearsal / source)
         for snapshot in [*(folder / "checkpoints").glob("step-*"), folder / "model"]:
             assert not (snapshot / "adapter_config.json").exists(), snapshot
             model = AutoModelForCausalLM.from_pretrained(snapshot)

@@ -213,6 +213,25 @@ def sft_uses_self_distillation(config: dict, model: str) -> bool:
     return settings["data"] == "self_distill" and settings.get("epochs", 1) != 0
 
 
+# sft.data open_r1: one SFT model per base model on open-r1's SFT set, shared by all its training sets.
+SFT_SET_DEFAULTS = {"name": "bespoke-stratos-17k"}
+
+
+def sft_is_shared(config: dict, model: str) -> bool:
+    """Whether the model has one SFT model for all its training sets (sft.data open_r1)."""
+    return sft_settings(config, model)["data"] == "open_r1"
+
+
+def sft_set(config: dict) -> dict:
+    """The chat SFT set of sft.data open_r1: its registry name, and a local copy (path) or the first rows (limit)."""
+    return {**SFT_SET_DEFAULTS, **config.get("sft", {}).get("open_r1", {})}
+
+
+def sft_folder(config: dict, model: str, dataset: str) -> str:
+    """The folder of the SFT model an RL cell starts from, under the results folder."""
+    return f"{model}/sft" if sft_is_shared(config, model) else f"{model}/{dataset}/sft"
+
+
 TRL_MAX_COMPLETION_LENGTH = 512  # GRPOConfig's default, where rl: names none (a test checks it against TRL)
 
 
@@ -226,6 +245,8 @@ def rl_settings(config: dict, model: str) -> dict:
 def stage_settings(config: dict, stage: str, *, model: str | None = None, dataset: str | None = None,
                    variant: str | None = None, benchmark: str | None = None) -> dict:
     """The part of the config one stage of one cell depends on (and nothing more)."""
+    if stage == "prepare_sft_set":
+        return {"key": sft_set(config)["name"], "role": "sft", "source": "registry", **sft_set(config)}
     if stage == "prepare":
         if dataset is not None:
             return {"key": dataset, "role": "train", **config["datasets"][dataset]}
@@ -237,9 +258,12 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
         return {"name": model, "tiny": spec.get("tiny", {})}
     if stage == "sft":
         # Only what training reads: the sampling settings reach SFT through its data file.
-        options = {key: value for key, value in sft_settings(config, model).items() if key != "self_distill"}
+        options = {key: value for key, value in sft_settings(config, model).items()
+                   if key not in ("self_distill", "open_r1")}
         if options["data"] == "solutions":
             del options["data"]  # the default, so existing SFT jobs keep their params
+        if options.get("data") == "open_r1":
+            dataset = None  # one SFT model for all the model's training sets
         return {"model": model_part, "dataset": dataset, "sft": options}
     if stage == "prepare_sft":
         return {"model": model_part, "dataset": dataset,
@@ -259,7 +283,16 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
 # ---- cross-checks that would otherwise fail inside a job ------------------------------------------
 
 def _check_data_names(config: dict, source: str) -> None:
-    from grpo_lambda.data.registry import DATASETS
+    from grpo_lambda.data.registry import DATASETS, SFT_SETS
+
+    for model, spec in config["models"].items():
+        if "open_r1" in spec.get("sft", {}):
+            raise ConfigError(f"{source}: models.{model}.sft.open_r1: the open-r1 SFT set is one file for every "
+                              "model that uses it; set it under the top-level sft.open_r1")
+    name = sft_set(config)["name"]
+    if name not in SFT_SETS:
+        raise ConfigError(f"{source}: sft.open_r1.name: {name!r} is not an SFT set of the dataset registry "
+                          f"(grpo_lambda/data/registry.py; known: {', '.join(sorted(SFT_SETS))})")
 
     for kind in ("datasets", "benchmarks"):
         for key, spec in config[kind].items():
@@ -290,6 +323,10 @@ def _check_local_paths(config: dict, source: str) -> None:
         for key, spec in config[kind].items():
             if "path" in spec and not Path(spec["path"]).expanduser().exists():
                 raise ConfigError(f"{source}: {kind}.{key}.path: {spec['path']!r} does not exist")
+    path = sft_set(config).get("path")
+    shared = any(sft_is_shared(config, model) for model in config["models"])
+    if shared and path and not Path(path).expanduser().exists():
+        raise ConfigError(f"{source}: sft.open_r1.path: {path!r} does not exist")
 
 
 def _check_variants(config: dict, source: str) -> None:

@@ -37,3 +37,16 @@ def trainer_hardware_kwargs(settings: dict) -> dict:
         return {"use_cpu": True, "bf16": False, "gradient_checkpointing": False}
     return {"bf16": settings.get("bf16", True),
             "gradient_checkpointing": settings.get("gradient_checkpointing", False)}
+
+
+def lora_config(lora: dict | None):
+    """The PEFT LoRA config of a model's ``lora:`` settings, or None (full fine-tuning) when it has none.
+
+    SFT and RL both build their adapter here, so that a model is trained with the same adapter in both stages.
+    """
+    if not lora:
+        return None
+    from peft import LoraConfig
+
+    return LoraConfig(r=lora.get("r", 64), lora_alpha=lora.get("alpha", 128), lora_dropout=lora.get("dropout", 0.05),
+                      target_modules=lora.get("target_modules", "all-linear"), task_type="CAUSAL_LM")

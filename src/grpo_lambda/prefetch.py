@@ -37,6 +37,13 @@ def hub_sources(config: dict) -> dict:
                 entry = get_spec(spec.get("name", key))
                 datasets.append({"name": entry.name, "hub_id": entry.hub_id, "config": entry.config,
                                  "split": entry.split})
+    from grpo_lambda import config as study
+    from grpo_lambda.data.registry import SFT_SETS
+
+    chat = study.sft_set(config)
+    if not chat.get("path") and any(study.sft_is_shared(config, model) for model in config["models"]):
+        entry = SFT_SETS[chat["name"]]
+        datasets.append({"name": entry.name, "hub_id": entry.hub_id, "config": entry.config, "split": entry.split})
     datasets.sort(key=lambda entry: entry["name"])
     return {"models": models, "datasets": datasets}
 

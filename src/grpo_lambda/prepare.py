@@ -1,4 +1,5 @@
-"""Write one training set or benchmark as normalised JSONL (id, problem, answer[, solution]).
+"""Write one training set or benchmark as normalised JSONL (id, problem, answer[, solution]), or a chat SFT set
+(id, messages).
 
 Beside it, ``<name>.summary.json`` says what was kept and what was dropped, and why (bad lines with
 their ``path:line``, repeated ids, prompts over ``max_prompt_chars``): nothing is left out silently,
@@ -39,12 +40,16 @@ def rows_for(settings: dict, summary: files.ReadSummary | None = None) -> tuple[
         if summary is not None:
             summary.rows = len(rows)
         return rows, 0
-    from grpo_lambda.data.registry import load_rows
+    from grpo_lambda.data.registry import load_conversations, load_rows
 
+    if role == "sft":  # a chat SFT set (sft.data: open_r1): rows {"id", "messages"}
+        return load_conversations(settings["name"], settings.get("path"), limit=settings.get("limit"), summary=summary)
     return load_rows(settings.get("name", key), settings.get("path"), limit=settings.get("limit"), summary=summary)
 
 
 def prompt_limit(settings: dict) -> int | None:
+    if settings["role"] == "sft":
+        return None  # conversations: SFT's max_length truncates them
     if "max_prompt_chars" in settings:
         return settings["max_prompt_chars"]
     return DEFAULT_MAX_PROMPT_CHARS if settings["role"] == "train" else DEFAULT_MAX_BENCHMARK_CHARS

@@ -1,4 +1,10 @@
-"""Supervised fine-tuning with TRL's SFTTrainer: prompt/completion pairs, loss on the completion only."""
+"""Supervised fine-tuning with TRL's SFTTrainer.
+
+A training set's worked solutions or the self-distilled set are prompt/completion pairs under the model's
+prompt template, with the loss on the completion only. A chat SFT set (``sft.data: open_r1``, rows of
+``messages``) is handed to TRL as conversations: TRL applies the model's chat template and, as in open-r1's
+recipe, trains on every token. A model with ``lora:`` trains its LoRA adapter and is written merged.
+"""
 
 from __future__ import annotations
 
@@ -8,15 +14,19 @@ from pathlib import Path
 
 from grpo_lambda import files, provenance
 from grpo_lambda.data.prompts import prompt_text
-from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
+from grpo_lambda.models import load_tokenizer, lora_config, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
 
 log = logging.getLogger(__name__)
 
 
 def sft_dataset(rows: list[dict], tokenizer, template: str):
-    """Prompt/completion text pairs; the completion ends with eos so the model learns to stop."""
+    """Prompt/completion text pairs, the completion ending with eos so the model learns to stop; or, for
+    rows of ``messages``, the conversations as they are (TRL formats them with the chat template)."""
     from datasets import Dataset
+
+    if rows and all("messages" in row for row in rows):
+        return Dataset.from_list([{"messages": row["messages"]} for row in rows])
 
     missing = sum(1 for row in rows if not row.get("solution"))
     if missing:
@@ -68,21 +78,25 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
                 lr_scheduler_type=options.get("lr_scheduler_type", "cosine"),
                 warmup_steps=options.get("warmup_steps", 0),
                 max_length=options.get("max_length", 4096),
-                completion_only_loss=True,
+                completion_only_loss=True,  # prompt/completion pairs; conversations have no prompt part
+                packing=options.get("packing", False),
                 seed=options.get("seed", 0),
                 logging_steps=10,
                 save_strategy="no",
                 report_to=options.get("report_to") or default_report_to(),
-                run_name=f"{settings['model']['name']}/{settings['dataset']}/sft",
+                run_name="/".join(part for part in (settings["model"]["name"], settings["dataset"], "sft") if part),
                 disable_tqdm=not progress.interactive(),  # a job log gets ProgressLines instead
                 **trainer_hardware_kwargs(options),
             )
-            trainer = SFTTrainer(model=base, args=args, train_dataset=dataset, processing_class=tokenizer)
+            # A model with lora: trains an adapter, as in RL, and is saved merged into its base: a full model.
+            peft_config = lora_config(settings["model"].get("lora"))
+            trainer = SFTTrainer(model=base, args=args, train_dataset=dataset, processing_class=tokenizer,
+                                 peft_config=peft_config)
             log_world_size(trainer.accelerator, "sft")
             # the scratch output folder is deleted: event files go beside the model instead
             use_cell_tensorboard_folder(trainer, Path(out_dir).parent / "tensorboard")
             progress.quiet_trainer_output(trainer, f"sft {args.run_name}")
             trainer.train()
-            save_trained_model(trainer, out_dir)
+            save_trained_model(trainer, out_dir, lora_base=base if peft_config else None)
             if trainer.is_world_process_zero():
                 files.write_json(Path(out_dir).parent / "provenance.json", provenance.record())

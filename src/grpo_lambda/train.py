@@ -26,7 +26,7 @@ from transformers import TrainerCallback, TrainerState
 from grpo_lambda import files, fingerprint, provenance
 from grpo_lambda import completions, layout
 from grpo_lambda.data.prompts import prompt_text
-from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
+from grpo_lambda.models import load_tokenizer, lora_config, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
 
 log = logging.getLogger(__name__)
@@ -288,14 +288,7 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"])
     dataset, prompt_counts = drop_long_prompts(dataset, tokenizer, settings["rl"].get("max_prompt_length"))
     args = build_config(settings, output_dir=str(resume_dir), seed=seed)
-    peft_config = None
-    if settings["model"].get("lora"):
-        from peft import LoraConfig
-
-        lora = settings["model"]["lora"]
-        peft_config = LoraConfig(r=lora.get("r", 64), lora_alpha=lora.get("alpha", 128),
-                                 lora_dropout=lora.get("dropout", 0.05),
-                                 target_modules=lora.get("target_modules", "all-linear"), task_type="CAUSAL_LM")
+    peft_config = lora_config(settings["model"].get("lora"))
     lora_base = base if peft_config else None
     snapshots = SaveSnapshots(settings["checkpoints"], cell / "checkpoints", lora_base=lora_base)
     callbacks = [StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / layout.TRAIN_LOG)]

@@ -55,6 +55,7 @@ localrules:
     prefetch,
     prepare_dataset,
     prepare_benchmark,
+    prepare_sft_set,
     build_tiny,
     aggregate,
     figures,
@@ -70,6 +71,7 @@ wildcard_constraints:
     dataset=alternatives(DATASETS),
     variant=alternatives(VARIANTS),
     benchmark=alternatives(BENCHMARKS),
+    sft_set=alternatives([study.sft_set(config)["name"]]),
     seed=r"\d+",
     step=r"final|\d+",
 
@@ -142,6 +144,31 @@ def base_model(w):
     return f"{RESULTS}/models/{w.model}" if source == "tiny" else source
 
 
+def sft_model(w):
+    """The SFT model an RL cell starts from: the model's own for this training set, or the one it shares."""
+    return f"{RESULTS}/{study.sft_folder(config, w.model, w.dataset)}/model"
+
+
+def sft_data(w):
+    """What SFT trains on: the training set's worked solutions, or the self-distilled set."""
+    if study.sft_uses_self_distillation(config, w.model):
+        return f"{RESULTS}/{w.model}/{w.dataset}/sft/data.jsonl"
+    return f"{RESULTS}/data/{w.dataset}.jsonl"
+
+
+def sft_set_file(w):
+    """The chat SFT set of sft.data open_r1, prepared once for every model that uses it."""
+    return f"{RESULTS}/data/sft/{study.sft_set(config)['name']}.jsonl"
+
+
+def sft_base_input(w):
+    """The base model when a job makes it: the tiny model's build, or another job's output under results/."""
+    source = config["models"][w.model]["source"]
+    if source != "tiny" and source.startswith(f"{RESULTS}/"):
+        return source  # e.g. self-distillation from a model this pipeline fine-tuned
+    return base_model_input(w)
+
+
 def evaluated_checkpoint(w):
     if w.step == "final":
         return f"{cell_dir(w)}/model"
@@ -178,8 +205,8 @@ def final_targets():
     when a target needs it: with the SFT models, training logs and evaluations among the targets, a
     stage whose forced job failed (Snakemake deletes its outputs before the job) is run again by the
     next run, with what depends on it, instead of "Nothing to be done" over tables of a deleted model."""
-    sft_models = [f"{RESULTS}/{model}/{dataset}/sft/model" for model in MODELS
-                  for dataset in study.model_datasets(config, model)]
+    sft_models = sorted({f"{RESULTS}/{study.sft_folder(config, model, dataset)}/model" for model in MODELS
+                         for dataset in study.model_datasets(config, model)})
     return (rules.aggregate.output + rules.figures.output + sft_models + train_logs() + rl_eval_files()
             + sft_eval_files())
 

@@ -48,3 +48,22 @@ rule prepare_benchmark:
         runtime=30,
     shell:
         "grpo-lambda prepare --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"
+
+
+# The chat SFT set of sft.data open_r1 (rows id, messages), from the hub or its local copy.
+rule prepare_sft_set:
+    input:
+        hub=lambda w: [] if study.sft_set(config).get("path") else f"{RESULTS}/hub/prefetched.json",
+    output:
+        f"{RESULTS}/data/sft/{{sft_set}}.jsonl",
+    params:
+        settings=lambda w: settings("prepare_sft_set"),
+    log:
+        f"{RESULTS}/logs/prepare/sft/{{sft_set}}.log",
+    benchmark:
+        f"{RESULTS}/logs/prepare/sft/{{sft_set}}.benchmark.tsv"
+    resources:
+        mem_mb=8000,
+        runtime=60,
+    shell:
+        "grpo-lambda prepare --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"

@@ -29,10 +29,11 @@ rule evaluate:
         " --seed {wildcards.seed:q} --step {wildcards.step:q} --threads {threads:q} > {log:q} 2>&1"
 
 
-# The SFT model is the baseline every RL cell is compared with.
+# The SFT model is the baseline every RL cell is compared with. A model's shared SFT model (sft.data
+# open_r1) is evaluated under each training set's folder, so that every cell's baseline is where tables read it.
 rule evaluate_sft:
     input:
-        model=f"{RESULTS}/{{model}}/{{dataset}}/sft/model",
+        model=sft_model,
         bench=expand(f"{RESULTS}/bench/{{benchmark}}.jsonl", benchmark=BENCHMARKS),
     output:
         expand(

@@ -2,7 +2,7 @@
 # never deletes them: a restarted job resumes from the newest checkpoint in resume/.
 rule train:
     input:
-        sft=f"{RESULTS}/{{model}}/{{dataset}}/sft/model",
+        sft=sft_model,
         data=f"{RESULTS}/data/{{dataset}}.jsonl",
     output:
         model=directory(f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/model"),

@@ -1,18 +1,3 @@
-def sft_data(w):
-    """What SFT trains on: the training set's worked solutions, or the self-distilled set."""
-    if study.sft_uses_self_distillation(config, w.model):
-        return f"{RESULTS}/{w.model}/{w.dataset}/sft/data.jsonl"
-    return f"{RESULTS}/data/{w.dataset}.jsonl"
-
-
-def sft_base_input(w):
-    """The base model when a job makes it: the tiny model's build, or another job's output under results/."""
-    source = config["models"][w.model]["source"]
-    if source != "tiny" and source.startswith(f"{RESULTS}/"):
-        return source  # e.g. self-distillation from a model this pipeline fine-tuned
-    return base_model_input(w)
-
-
 # Rejection-sampled self-distillation (sft.data: self_distill): the base model's correct samples on
 # the training problems become the SFT set; data.json beside it holds the counts.
 rule prepare_sft:
@@ -60,6 +45,34 @@ rule sft:
         gpu=0,
         # Several nodes (models.X.nodes): one task per node; tasks_per_gpu 0 keeps the SLURM plugin
         # from reading tasks as tasks per GPU.
+        nodes=model_nodes,
+        tasks=model_nodes,
+        tasks_per_gpu=0,
+    shell:
+        "{params.launch:q} sft --settings {params.settings:q} --base {params.base:q} --data {input.data:q}"
+        " --out {output:q} --threads {threads:q} > {log:q} 2>&1"
+
+
+# sft.data open_r1: one SFT model per base model on the chat SFT set, shared by its training sets.
+rule sft_shared:
+    input:
+        data=sft_set_file,
+        base=sft_base_input,
+    output:
+        directory(f"{RESULTS}/{{model}}/sft/model"),
+    params:
+        launch=launcher,
+        settings=lambda w: settings("sft", model=w.model),
+        base=base_model,
+    log:
+        f"{RESULTS}/logs/sft/{{model}}.log",
+    benchmark:
+        f"{RESULTS}/logs/sft/{{model}}.benchmark.tsv"
+    threads: 2
+    resources:
+        mem_mb=8000,
+        runtime=120,
+        gpu=0,
         nodes=model_nodes,
         tasks=model_nodes,
         tasks_per_gpu=0,

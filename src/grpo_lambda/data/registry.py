@@ -76,6 +76,24 @@ DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in (
 )}
 
 
+@dataclass(frozen=True)
+class SftSetSpec:
+    """A hub SFT set of chat conversations (``sft.data: open_r1``): rows of ``messages`` [{role, content}],
+    or ShareGPT's ``system`` + ``conversations`` [{from, value}], which the same rows carry too."""
+
+    name: str
+    hub_id: str
+    config: str | None
+    split: str
+
+
+SFT_SETS: dict[str, SftSetSpec] = {spec.name: spec for spec in (
+    # open-r1's SFT recipe (the SFT block of the paper's Table 2): R1's reasoning traces on math, code and
+    # puzzle problems, re-uploaded by HuggingFaceH4 with a TRL-ready `messages` column.
+    SftSetSpec("bespoke-stratos-17k", "HuggingFaceH4/Bespoke-Stratos-17k", None, "train"),
+)}
+
+
 def get_spec(name: str) -> DatasetSpec:
     """The registry entry called ``name``; ValueError naming the known ones otherwise."""
     try:
@@ -284,3 +302,55 @@ def load_rows(name: str, path: str | os.PathLike | None = None, *, limit: int | 
     summary.rows = len(rows)
     summary.report()
     return rows, summary.total_skipped + summary.duplicates
+
+
+# --------------------------------------------------------------------------------------------------
+# SFT conversations
+# --------------------------------------------------------------------------------------------------
+
+SHAREGPT_ROLES = {"system": "system", "human": "user", "user": "user", "gpt": "assistant", "assistant": "assistant"}
+
+
+def conversation_messages(raw) -> list[dict] | None:
+    """A source row's conversation as ``[{"role", "content"}]``; None unless it holds a user turn and an
+    assistant turn with text. ``messages`` is read as it is (what TRL's SFTTrainer reads); a row without
+    it is read from ShareGPT's ``system`` and ``conversations`` [{from, value}]."""
+    if not isinstance(raw, dict):
+        return None
+    if isinstance(raw.get("messages"), list):
+        turns = [(turn.get("role"), turn.get("content")) for turn in raw["messages"] if isinstance(turn, dict)]
+    elif isinstance(raw.get("conversations"), list):
+        turns = [("system", raw["system"])] if isinstance(raw.get("system"), str) and raw["system"].strip() else []
+        turns += [(SHAREGPT_ROLES.get(turn.get("from")), turn.get("value"))
+                  for turn in raw["conversations"] if isinstance(turn, dict)]
+    else:
+        return None
+    if any(role not in ("system", "user", "assistant") or not isinstance(text, str) for role, text in turns):
+        return None
+    roles = [role for role, text in turns if text.strip()]
+    if "user" not in roles or "assistant" not in roles:
+        return None
+    return [{"role": role, "content": text} for role, text in turns]
+
+
+def load_conversations(name: str, path: str | os.PathLike | None = None, *, limit: int | None = None,
+                       summary: files.ReadSummary | None = None) -> tuple[list[dict], int]:
+    """The rows ``{"id", "messages"}`` of SFT set ``name`` and the number of source rows dropped as unusable;
+    ``path`` and ``limit`` as in ``load_rows``."""
+    try:
+        spec = SFT_SETS[name]
+    except KeyError:
+        raise ValueError(f"unknown SFT set {name!r}; known: {', '.join(sorted(SFT_SETS))}") from None
+    summary = summary if summary is not None else files.ReadSummary(str(path) if path else spec.hub_id)
+    rows = []
+    for index, (where, raw) in enumerate(_source_records(spec, path, summary)):
+        messages = conversation_messages(raw)
+        if messages is None:
+            summary.skip(where, "no user and assistant turn", "unusable row")
+            continue
+        rows.append({"id": f"{name}-{index}", "messages": messages})
+        if limit is not None and len(rows) == limit:
+            break
+    summary.rows = len(rows)
+    summary.report()
+    return rows, summary.total_skipped

@@ -11,7 +11,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda import files, layout
-from grpo_lambda.config import model_checkpoints, model_datasets, model_variants, rl_settings
+from grpo_lambda.config import model_checkpoints, model_datasets, model_variants, rl_settings, sft_folder
 from grpo_lambda.stats import majority_correct, pass_at_k
 from grpo_lambda.tables.keys import FINAL, KEYS, SFT
 
@@ -210,7 +210,9 @@ def collect_provenance(results_dir: str | os.PathLike, config: dict) -> pd.DataF
     sources = []  # (stage, path, key in the file or None for the whole file)
     for model in config["models"]:
         for dataset in model_datasets(config, model):
-            sources.append(("sft", Path(results_dir) / model / dataset / SFT / "provenance.json", None))
+            sft = Path(results_dir) / sft_folder(config, model, dataset) / "provenance.json"
+            if ("sft", sft, None) not in sources:  # a shared SFT model (sft.data open_r1) counts once
+                sources.append(("sft", sft, None))
             for variant in model_variants(config, model):
                 for seed in config["seeds"]:
                     sources.append(("train", Path(results_dir) / layout.cell(model, dataset, variant, seed)
