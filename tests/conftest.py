@@ -55,6 +55,26 @@ def largest_weight_change(before: Path, after: Path) -> float:
     return max((b[name].float() - a[name].float()).abs().max().item() for name in a)
 
 
+# PEFT's "all-linear": every linear layer of the decoder blocks, not the output layer
+LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
+
+
+def changed_weights(before: Path, after: Path) -> dict:
+    """name -> after − before (float64) for every tensor of two saved models that differs."""
+    a, b = model_weights(before), model_weights(after)
+    assert a.keys() == b.keys(), (before, after)
+    deltas = {name: b[name].double() - a[name].double() for name in a}
+    return {name: delta for name, delta in deltas.items() if delta.abs().max() > 0}
+
+
+def matrix_rank(delta) -> int:
+    """A weight change's rank, relative to its largest singular value, above the float32 rounding of saved
+    weights (a LoRA update of rank r merged into its base changes each target matrix by rank ≤ r)."""
+    import torch
+
+    return int(torch.linalg.matrix_rank(delta, rtol=1e-4))
+
+
 def rl_learning_problems(results: Path, config: dict) -> list[str]:
     """What shows that RL did not train, cell by cell ([] when every cell learned).
 

@@ -11,7 +11,7 @@ from pathlib import Path
 import pandas as pd
 import pytest
 
-from conftest import rl_learning_problems
+from conftest import LORA_TARGETS, changed_weights, matrix_rank, rl_learning_problems
 from grpo_lambda import config as study
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -206,6 +206,30 @@ def test_lora_snapshots_are_full_models(rehearsal):
             model = AutoModelForCausalLM.from_pretrained(snapshot)
             assert not any("lora" in name for name, _ in model.named_parameters()), snapshot
             assert sum(p.numel() for p in model.parameters()) == sum(p.numel() for p in base.parameters())
+
+
+@pytest.mark.slow
+def test_the_lora_model_was_fine_tuned_with_lora_in_sft(rehearsal):
+    """The LoRA model's SFT model, trained by 2 processes, is a full model whose change from its source is
+    LoRA's: only the target matrices moved, each by a matrix of rank ≤ r."""
+    from transformers import AutoModelForCausalLM
+
+    config = study.load(str(rehearsal / "config/rehearsal.yaml"))
+    results = rehearsal / "results/rehearsal"
+    lora_models = {name: spec for name, spec in config["models"].items() if spec.get("lora")}
+    assert lora_models
+    for name, spec in lora_models.items():
+        source = results / "models" / name if spec["source"] == "tiny" else rehearsal / spec["source"]
+        for dataset in study.model_datasets(config, name):
+            sft_model = results / study.sft_folder(config, name, dataset) / "model"
+            assert not list(sft_model.glob("adapter_*")), sft_model
+            AutoModelForCausalLM.from_pretrained(sft_model)
+            changed = changed_weights(source, sft_model)
+            assert changed, f"{sft_model}: SFT changed no weight"
+            outside = [key for key in changed if not key.endswith(tuple(f"{t}.weight" for t in LORA_TARGETS))]
+            assert not outside, f"{sft_model}: weights outside LoRA's targets changed: {outside}"
+            too_wide = {key: matrix_rank(d) for key, d in changed.items() if matrix_rank(d) > spec["lora"]["r"]}
+            assert not too_wide, f"{sft_model}: changes of rank above r = {spec['lora']['r']}: {too_wide}"
 
 
 @pytest.mark.slow

@@ -2,18 +2,15 @@
 whose weights differ from the base's only in LoRA's target matrices, each by a matrix of rank ≤ r."""
 
 import pytest
-import torch
 import yaml
 
-from conftest import E2E_CONFIG, model_weights
+from conftest import E2E_CONFIG, LORA_TARGETS, changed_weights, matrix_rank
 from grpo_lambda import config as study
 from grpo_lambda import prepare, sft
 
 pytestmark = pytest.mark.slow
 
 RANK = 2
-# PEFT's "all-linear": every linear layer of the decoder blocks, not the output layer
-LORA_TARGETS = ("q_proj", "k_proj", "v_proj", "o_proj", "gate_proj", "up_proj", "down_proj")
 
 
 def fine_tune(folder, base, *, lora: dict | None):
@@ -31,17 +28,6 @@ def fine_tune(folder, base, *, lora: dict | None):
     return out
 
 
-def deltas(base, tuned) -> dict[str, torch.Tensor]:
-    before, after = model_weights(base), model_weights(tuned)
-    assert before.keys() == after.keys()
-    return {name: after[name].double() - before[name].double() for name in before}
-
-
-def rank(delta: torch.Tensor) -> int:
-    # Relative to the largest singular value, above the float32 rounding of the saved weights.
-    return int(torch.linalg.matrix_rank(delta, rtol=1e-4))
-
-
 def test_a_lora_model_is_fine_tuned_through_its_adapter_and_saved_merged(tmp_path, tiny_model_dir):
     from transformers import AutoModelForCausalLM
 
@@ -50,15 +36,15 @@ def test_a_lora_model_is_fine_tuned_through_its_adapter_and_saved_merged(tmp_pat
     assert not list(out.glob("adapter_*"))
     model = AutoModelForCausalLM.from_pretrained(out)
     assert not any("lora" in name for name, _ in model.named_parameters())
-    changed = {name: delta for name, delta in deltas(tiny_model_dir, out).items() if delta.abs().max() > 0}
+    changed = changed_weights(tiny_model_dir, out)
     assert changed, "SFT changed no weight"
     outside = [name for name in changed if not name.endswith(tuple(f"{target}.weight" for target in LORA_TARGETS))]
     assert not outside, f"weights outside LoRA's targets changed: {outside}"
-    assert all(rank(delta) <= RANK for delta in changed.values()), {name: rank(d) for name, d in changed.items()}
+    assert all(matrix_rank(delta) <= RANK for delta in changed.values()), {name: matrix_rank(d) for name, d in changed.items()}
 
 
 def test_a_model_without_lora_is_fully_fine_tuned(tmp_path, tiny_model_dir):
     tuned = fine_tune(tmp_path, tiny_model_dir, lora=None)
-    changed = {name: delta for name, delta in deltas(tiny_model_dir, tuned).items() if delta.abs().max() > 0}
+    changed = changed_weights(tiny_model_dir, tuned)
     assert any("embed_tokens" in name or "norm" in name for name in changed)
-    assert any(delta.dim() == 2 and rank(delta) > RANK for delta in changed.values())
+    assert any(delta.dim() == 2 and matrix_rank(delta) > RANK for delta in changed.values())
