@@ -39,7 +39,7 @@ def test_a_model_source_with_shell_syntax_is_passed_as_one_quoted_word(tmp_path)
 
     config = yaml.safe_load(E2E_CONFIG.read_text())
     source = "org/$(touch pwned)"
-    config["models"] = {"tiny": {"source": source, "prompt": "plain"}}
+    config["models"] = {"tiny": {"source": source, "prompt": "plain", "datasets": ["arith"]}}  # one SFT job
     config_file = tmp_path / "config.yaml"
     config_file.write_text(yaml.safe_dump(config))
     result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--snakefile", str(ROOT / "Snakefile"),

@@ -21,6 +21,7 @@ from pathlib import Path
 import jsonschema
 import yaml
 
+from grpo_lambda import layout
 from grpo_lambda.variants import OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, variant_config_kwargs
 
 
@@ -229,7 +230,7 @@ def sft_set(config: dict) -> dict:
 
 def sft_folder(config: dict, model: str, dataset: str) -> str:
     """The folder of the SFT model an RL cell starts from, under the results folder."""
-    return f"{model}/sft" if sft_is_shared(config, model) else f"{model}/{dataset}/sft"
+    return layout.sft(model, None if sft_is_shared(config, model) else dataset)
 
 
 TRL_MAX_COMPLETION_LENGTH = 512  # GRPOConfig's default, where rl: names none (a test checks it against TRL)

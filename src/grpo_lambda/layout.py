@@ -1,7 +1,6 @@
-"""Where an RL cell's files lie in the results folder (docs/results-format.md), spelled out once for the
+"""Where an RL cell's and an SFT model's files lie in the results folder (docs/results-format.md), spelled out once for the
 workflow's rules, the tables, the status command and training. Standard library only: the workflow
-reads it while planning. The SFT stage's paths are not here (its rules and ``tables.collect`` name
-them).
+reads it while planning.
 
 Paths are text, relative to the results folder. Given Snakemake's wildcards (``"{model}"``, ...) as
 values, a function returns a rule's pattern.
@@ -27,3 +26,15 @@ def evaluation(model: str, dataset: str, variant: str, seed, step, benchmark: st
     """The evaluation of the cell's model at ``step`` (a number, or ``final``) on ``benchmark``: its
     per-sample lines (``jsonl``) or its summary (``json``)."""
     return f"{cell(model, dataset, variant, seed)}/eval/{step}/{benchmark}.{ext}"
+
+
+def sft(model: str, dataset: str | None) -> str:
+    """The SFT stage's folder: ``<model>/<dataset>/sft`` (its model, its self-distilled set), or ``<model>/sft``
+    for an SFT model shared by all the model's training sets (``dataset`` None)."""
+    return f"{model}/sft" if dataset is None else f"{model}/{dataset}/sft"
+
+
+def sft_evaluation(model: str, dataset: str, benchmark: str, ext: str = "jsonl") -> str:
+    """The SFT baseline of one training set's cells on ``benchmark``: kept under the training set's folder even
+    when the SFT model is shared, so that every cell's baseline lies beside it."""
+    return f"{sft(model, dataset)}/eval/final/{benchmark}.{ext}"

@@ -152,7 +152,7 @@ def sft_model(w):
 def sft_data(w):
     """What SFT trains on: the training set's worked solutions, or the self-distilled set."""
     if study.sft_uses_self_distillation(config, w.model):
-        return f"{RESULTS}/{w.model}/{w.dataset}/sft/data.jsonl"
+        return f"{RESULTS}/{layout.sft(w.model, w.dataset)}/data.jsonl"
     return f"{RESULTS}/data/{w.dataset}.jsonl"
 
 
@@ -177,7 +177,7 @@ def evaluated_checkpoint(w):
 
 def sft_eval_files(ext="json"):
     return [
-        f"{RESULTS}/{model}/{dataset}/sft/eval/final/{benchmark}.{ext}"
+        f"{RESULTS}/{layout.sft_evaluation(model, dataset, benchmark, ext)}"
         for model in MODELS
         for dataset in study.model_datasets(config, model)
         for benchmark in BENCHMARKS

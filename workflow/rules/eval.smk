@@ -37,13 +37,13 @@ rule evaluate_sft:
         bench=expand(f"{RESULTS}/bench/{{benchmark}}.jsonl", benchmark=BENCHMARKS),
     output:
         expand(
-            f"{RESULTS}/{{{{model}}}}/{{{{dataset}}}}/sft/eval/final/{{benchmark}}.{{ext}}",
+            f"{RESULTS}/{layout.sft_evaluation('{{model}}', '{{dataset}}', '{benchmark}', '{ext}')}",
             benchmark=BENCHMARKS,
             ext=["jsonl", "json"],
         ),
     params:
         settings=lambda w: settings("evaluate", model=w.model, dataset=w.dataset, variant="sft"),
-        out_dir=lambda w: f"{RESULTS}/{w.model}/{w.dataset}/sft/eval/final",
+        out_dir=lambda w: f"{RESULTS}/{layout.sft(w.model, w.dataset)}/eval/final",
     log:
         f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/sft.log",
     benchmark:

@@ -5,8 +5,8 @@ rule prepare_sft:
         data=f"{RESULTS}/data/{{dataset}}.jsonl",
         base=sft_base_input,
     output:
-        data=f"{RESULTS}/{{model}}/{{dataset}}/sft/data.jsonl",
-        counts=f"{RESULTS}/{{model}}/{{dataset}}/sft/data.json",
+        data=f"{RESULTS}/{layout.sft('{model}', '{dataset}')}/data.jsonl",
+        counts=f"{RESULTS}/{layout.sft('{model}', '{dataset}')}/data.json",
     params:
         settings=lambda w: settings("prepare_sft", model=w.model, dataset=w.dataset),
         base=base_model,
@@ -29,7 +29,7 @@ rule sft:
         data=sft_data,
         base=sft_base_input,
     output:
-        directory(f"{RESULTS}/{{model}}/{{dataset}}/sft/model"),
+        directory(f"{RESULTS}/{layout.sft('{model}', '{dataset}')}/model"),
     params:
         launch=launcher,
         settings=lambda w: settings("sft", model=w.model, dataset=w.dataset),
@@ -59,7 +59,7 @@ rule sft_shared:
         data=sft_set_file,
         base=sft_base_input,
     output:
-        directory(f"{RESULTS}/{{model}}/sft/model"),
+        directory(f"{RESULTS}/{layout.sft('{model}', None)}/model"),
     params:
         launch=launcher,
         settings=lambda w: settings("sft", model=w.model),

@@ -40,7 +40,7 @@ def eval_file(results_dir: str | os.PathLike, model: str, dataset: str, variant:
               seed: int | None, step: str, benchmark: str) -> Path:
     if variant != SFT:
         return Path(results_dir) / layout.evaluation(model, dataset, variant, seed, step, benchmark)
-    return Path(results_dir) / model / dataset / variant / "eval" / str(step) / f"{benchmark}.jsonl"
+    return Path(results_dir) / layout.sft_evaluation(model, dataset, benchmark)
 
 
 _SAMPLE_FIELDS = ["id", "mode", "sample", "correct", "formatted", "length", "extracted"]
