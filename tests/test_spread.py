@@ -151,7 +151,7 @@ def test_the_cli_writes_the_spread_and_names_a_missing_folder(run_tables, tmp_pa
 def test_the_script_runs_one_study_per_sft_seed_and_writes_their_spread(tmp_path):
     config = yaml.safe_load(E2E_CONFIG.read_text())
     # One model, one suite, a short SFT and two RL steps: enough for every headline number.
-    del config["models"]["tiny-distill"]
+    del config["models"]["tiny-distill"], config["models"]["tiny-shared"]
     del config["benchmarks"]["arith-2"]
     config["evaluation"]["checkpoints"] = []
     config["sft"]["epochs"] = 10
