@@ -181,15 +181,23 @@ def test_dapo_drops_exactly_the_groups_whose_rewards_are_all_equal(model_dir, tm
     assert output["num_items_in_batch"] > 0
 
 
-def test_uninformative_groups_ignores_unscored_completions():
+def test_uninformative_groups_reads_the_training_reward_only():
     nan = math.nan
-    rewards = torch.tensor([[1.0, 0.0], [1.0, 0.0],     # equal for both functions: dropped
-                            [1.0, 0.0], [1.0, 1.0],     # the second function varies: kept
-                            [2.0, nan], [2.0, 0.5],     # NaN ignored: dropped
+    trained = torch.tensor([1.0, 0.0])  # the training reward and a weight-0 monitor (the pipeline's format reward)
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 1.0],     # the monitor varies, the training reward does not: dropped
+                            [1.0, 1.0], [0.0, 1.0],     # the training reward varies, the monitor does not: kept
+                            [2.0, nan], [nan, 0.5],     # a row the training reward did not score is ignored: dropped
                             [nan, nan], [nan, nan]])    # nothing scored: dropped
-    assert uninformative_groups(rewards, 2).tolist() == [True, False, True, True]
+    assert uninformative_groups(rewards, trained, 2).tolist() == [True, False, True, True]
+    # Both weighted: the weighted sum decides, as TRL's advantage sees it (a group whose columns trade off
+    # to the same sum has zero advantage).
+    both = torch.tensor([1.0, 1.0])
+    traded = torch.tensor([[1.0, 0.0], [1.0, 1.0], [1.0, 0.0], [0.0, 1.0]])
+    assert uninformative_groups(traded, both, 2).tolist() == [False, True]
     with pytest.raises(ValueError, match="multiple"):
-        uninformative_groups(rewards[:3], 2)
+        uninformative_groups(rewards[:3], trained, 2)
+    with pytest.raises(ValueError, match="one weight per reward function"):
+        uninformative_groups(rewards, torch.tensor([1.0]), 2)
 
 
 def test_strace_at_quantile_zero_is_ptrace_and_uses_trls_entropy_rule(model_dir, tmp_path):

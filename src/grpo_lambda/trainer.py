@@ -18,8 +18,8 @@ tokens whose entropy is at or above the batch's ``strace_quantile``).
 
 Two options act on the scored batch, before any loss, and combine with every objective:
 
-- ``dynamic_sampling``: DAPO's filter of groups whose rewards are all equal (zero advantage, no
-  signal). TRL 1.16 has none. Here the groups are masked out (their completion mask set to 0, the
+- ``dynamic_sampling``: DAPO's filter of groups whose training rewards (the weighted sum, weight-0 monitors
+  left out) are all equal (zero advantage, no signal). TRL 1.16 has none. Here the groups are masked out (their completion mask set to 0, the
   token count of the ``dapo`` normalisation recomputed, ``dynamic_sampling/dropped_groups`` logged);
   DAPO itself generates more groups until the batch is full, so its batches keep their size and ours
   shrink.
@@ -83,8 +83,8 @@ class GRPOLambdaTrainer(GRPOTrainer):
             output["advantages"] = self._oar_advantages(output)
 
     def _drop_uninformative_groups(self, output):
-        """Mask out this process's rows of the groups whose rewards are all equal; log how many groups."""
-        dropped = uninformative_groups(self._rewards_per_func, self.num_generations)
+        """Mask out this process's rows of the groups whose training rewards are all equal; log how many groups."""
+        dropped = uninformative_groups(self._rewards_per_func, self.reward_weights, self.num_generations)
         local_rows = output["completion_ids"].size(0)
         start = self.accelerator.process_index * local_rows  # TRL's process slice of the gathered rows
         keep = ~dropped.repeat_interleave(self.num_generations)[start:start + local_rows]
@@ -225,20 +225,32 @@ def _zero_stage(accelerator) -> int | None:
     return getattr(plugin, "zero_stage", None) if plugin is not None else None
 
 
-def uninformative_groups(rewards_per_func: torch.Tensor, group_size: int) -> torch.Tensor:
-    """True for each group of `group_size` consecutive rows whose rewards are all equal, for every reward
-    function (NaN, an unscored completion, is ignored; a group without any score counts as equal).
+def uninformative_groups(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor, group_size: int) -> torch.Tensor:
+    """True for each group of `group_size` consecutive rows whose training reward is the same on every row
+    (DAPO's filter: such a group has zero advantage). The training reward is TRL's: the weighted sum of the
+    reward functions; a weight-0 function (logged only, such as the format monitor) cannot keep or drop a
+    group. A row none of whose weighted functions scored it (all NaN) is ignored; a group without any scored
+    row counts as equal.
 
-    rewards_per_func: (N, F) as TRL's _calculate_rewards returns it. Returns (N / group_size,) bool.
+    rewards_per_func: (N, F) as TRL's _calculate_rewards returns it; reward_weights: (F,). Returns
+    (N / group_size,) bool.
     """
     if rewards_per_func.dim() != 2 or rewards_per_func.size(0) % group_size:
         raise ValueError(f"rewards_per_func must be (N, F) with N a multiple of {group_size}, "
                          f"got {tuple(rewards_per_func.shape)}")
-    grouped = rewards_per_func.view(-1, group_size, rewards_per_func.size(1))
-    unscored = torch.isnan(grouped)
-    highest = grouped.masked_fill(unscored, -math.inf).amax(1)
-    lowest = grouped.masked_fill(unscored, math.inf).amin(1)
-    return (highest <= lowest).all(-1)
+    if reward_weights.shape != (rewards_per_func.size(1),):
+        raise ValueError(f"reward_weights must hold one weight per reward function ({rewards_per_func.size(1)}), "
+                         f"got shape {tuple(reward_weights.shape)}")
+    trained = reward_weights != 0
+    columns = rewards_per_func[:, trained]
+    weights = reward_weights[trained].to(columns)
+    reward = (columns * weights).nansum(-1)  # as TRL's advantage computes it
+    unscored = torch.isnan(columns).all(-1)
+    grouped = reward.view(-1, group_size)
+    missing = unscored.view(-1, group_size)
+    highest = grouped.masked_fill(missing, -math.inf).amax(1)
+    lowest = grouped.masked_fill(missing, math.inf).amin(1)
+    return highest <= lowest
 
 
 # Inputs that _get_per_token_logps_and_entropies forwards to multimodal models.

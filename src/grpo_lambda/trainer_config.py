@@ -75,7 +75,8 @@ class GRPOLambdaConfig(GRPOConfig):
     )
     dynamic_sampling: bool = field(
         default=False,
-        metadata={"help": "DAPO's dynamic sampling, as a filter: mask out groups whose rewards are all equal."},
+        metadata={"help": "DAPO's dynamic sampling, as a filter: mask out groups whose training rewards "
+                  "(the weighted sum of the reward functions) are all equal."},
     )
     oar_method: str | None = field(
         default=None,
