@@ -111,6 +111,10 @@ def cmd_status(args) -> None:
         print(json.dumps(report, indent=2))
     else:
         print("\n".join(status.format_status(report)))
+    failed = [cell["cell"] for cell in report["cells"] if cell["state"] == "failed"]
+    if failed:  # a script or a cron job sees it without parsing the lines
+        print(f"grpo-lambda status: {len(failed)} failed: {', '.join(failed)}", file=sys.stderr)
+        raise SystemExit(1)
 
 
 def cmd_completions(args) -> None:
@@ -299,7 +303,8 @@ def parser() -> argparse.ArgumentParser:
         description="One line per RL cell of the config: done; running (last step, last reward, steps per "
                     "minute, time left); failed (the line of its job log that says why); stalled (started, "
                     "nothing written for --stale-minutes: a rerun resumes it); missing. Then the totals. "
-                    "Reads the results tree only, so it works while a grid is writing it.")
+                    "Reads the results tree only, so it works while a grid is writing it. Exit status 1 when "
+                    "a cell failed (named on standard error), else 0.")
     sub.add_argument("--configfile", metavar="FILE", default="config/config.yaml",
                      help="the config the grid runs, as given to snakemake --configfile "
                           "(default: %(default)s, Snakemake's default)")
