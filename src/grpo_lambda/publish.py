@@ -107,7 +107,7 @@ def card(settings: dict, cell: dict, cell_dir: Path, repo: str) -> str:
         f"| variant | `{cell['variant']}`: `{json.dumps(variant, sort_keys=True)}` |",
         f"| seed | {cell['seed']} |",
         f"| RL steps | {train['rl']['max_steps']} |",
-        f"| loss_type | `{variant.get('loss_type', train['rl'].get('loss_type', 'dapo (TRL 1.16 default)'))}` |",
+        f"| loss_type | `{loss_type(train)}` |",
         "",
         "## Metrics", "",
         "Final model, greedy completions unless stated (`avg_at_k`: mean over sampled completions).", "",
@@ -132,6 +132,12 @@ def card(settings: dict, cell: dict, cell_dir: Path, repo: str) -> str:
         "```", "",
     ]
     return "\n".join(lines)
+
+
+def loss_type(train: dict) -> str:
+    """The cell's loss_type as build_config sets it: the variant's, else rl.trl's, else rl's, else TRL's default."""
+    return (train["variant"].get("loss_type") or train["rl"].get("trl", {}).get("loss_type")
+            or train["rl"].get("loss_type") or "dapo (TRL 1.16's default)")
 
 
 def _number(value, form: str = ".3f") -> str:
