@@ -322,8 +322,7 @@ def parser() -> argparse.ArgumentParser:
                             description="Check a config file against the schema and count its RL cells.")
     sub.add_argument("config", metavar="FILE", help="the config file, e.g. config/paper.yaml")
     sub.add_argument("--config-only", action="store_true",
-                     help="check the file alone, not whether this environment has the software its jobs need "
-                          "(vLLM, DeepSpeed, the trackers it names)")
+                     help="leave out what only running jobs need (vLLM, DeepSpeed, a W&B key): a plan's check")
     sub.set_defaults(handler=cmd_validate)
 
     sub = stages.add_parser(

@@ -43,9 +43,6 @@ VARIANTS = list(config["variants"])
 CELLS = study.rl_cells(config)
 HUB_SOURCES = prefetch.hub_sources(config)
 
-# Jobs read the hub cache that the prefetch rule filled; they never download (compute nodes are
-# often offline, and each process would fill its own cache). GRPO_LAMBDA_JOB_PID names the job's shell:
-# the stage's processes exit when it is killed (grpo_lambda.lifetime).
 # When jobs are about to run (not in a dry run, which plans the paper grid on a machine without vLLM): the
 # software they need must be where they run (grpo_lambda.environment).
 onstart:
@@ -55,6 +52,9 @@ onstart:
         raise WorkflowError(str(error)) from None
 
 
+# Jobs read the hub cache that the prefetch rule filled; they never download (compute nodes are
+# often offline, and each process would fill its own cache). GRPO_LAMBDA_JOB_PID names the job's shell:
+# the stage's processes exit when it is killed (grpo_lambda.lifetime).
 shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 GRPO_LAMBDA_JOB_PID=$$"
              " GRPO_LAMBDA_JOB_HOST=$(hostname); ")
 
