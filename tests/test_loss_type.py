@@ -1,6 +1,7 @@
 """The baseline's loss_type: the default study keeps TRL 1.16's default, dapo, which on one process without
 gradient accumulation (the default study's setting) is the same loss as bnpo, the paper grid's; they part
-when a batch is split (config/config.yaml's comment, docs/objectives.md)."""
+when a batch is split into micro-batches of unequal token counts (config/config.yaml's comment,
+docs/objectives.md)."""
 
 import torch
 
@@ -27,8 +28,8 @@ def test_dapo_is_bnpo_on_one_process_without_accumulation_and_not_when_the_batch
                                    loss_type=loss_type, **objective)
             inputs = make_inputs(trainer, off_policy=True, with_ref=False)
             whole = loss_grads_metrics(trainer, inputs, 1)
-            # the same micro-batch as one of two accumulation steps whose generation batch has twice the tokens
-            split_inputs = {**inputs, "num_items_in_batch": inputs["num_items_in_batch"] * 2}
+            # the same micro-batch as one of two accumulation steps, the other holding 7 tokens more
+            split_inputs = {**inputs, "num_items_in_batch": inputs["num_items_in_batch"] * 2 + 7}
             trainer.args.steps_per_generation = 2
             split = loss_grads_metrics(trainer, split_inputs, 2)
             results[loss_type] = whole[0], split[0]
