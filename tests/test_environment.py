@@ -54,6 +54,11 @@ def test_a_tracker_found_is_accepted_and_one_missing_is_refused_per_model(raw, m
         study.validate(raw)
 
 
+def test_every_tracker_the_schema_allows_has_its_modules():
+    allowed = set(study.load_schema()["$defs"]["tracker"]["enum"])
+    assert allowed == set(environment.TRACKER_MODULES) | {"none", "all"}
+
+
 def test_the_jobs_environment_is_the_one_of_the_grpo_lambda_first_on_path(tmp_path, monkeypatch):
     """On a cluster Snakemake runs from .venv and the jobs from the GPU environment first on PATH: the modules
     are looked for there."""
@@ -74,9 +79,14 @@ def test_vllm_and_deepspeed_are_needed_only_when_jobs_start(raw, monkeypatch):
     monkeypatch.setattr(environment, "find_modules", lambda modules, python=None: {name: False for name in modules})
     raw["evaluation"]["backend"] = "vllm"
     raw["models"]["tiny"]["distributed"] = "zero3"
+    raw["rl"]["use_vllm"] = True
+    raw["models"]["tiny-shared"]["rl"] = {"use_vllm": False}  # a model's own block wins
     config = study.validate(raw)  # a dry run plans the paper grid on a machine without vLLM
     with pytest.raises(study.ConfigError, match=r"evaluation.backend: vllm needs vllm.*requirements-gpu.txt"):
         study.check_environment(config, jobs=True)
+    needs = environment._backends(config)
+    assert needs["vllm"] == ["evaluation.backend: vllm", "models.tiny's rl.use_vllm",
+                             "models.tiny-distill's rl.use_vllm"]
     assert any("models.tiny.distributed: zero3 needs deepspeed" in problem
                for problem in environment.problems(config, jobs=True))
 

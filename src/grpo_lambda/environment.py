@@ -93,17 +93,20 @@ def _trackers(config: dict) -> dict[str, list[str]]:
 
 
 def _backends(config: dict) -> dict[str, list[str]]:
-    """module -> the config keys that need it when jobs run: vLLM generation, DeepSpeed plans."""
+    """module -> where the config needs it when jobs run: vLLM generation, DeepSpeed plans (a model's own rl:
+    and sft: blocks over the study's)."""
     needs: dict[str, list[str]] = {}
     if config.get("evaluation", {}).get("backend") == "vllm":
         needs.setdefault("vllm", []).append("evaluation.backend: vllm")
-    places = [("", config)] + [(f"models.{model}.", spec) for model, spec in config["models"].items()]
-    for prefix, block in places:
-        if (block.get("rl") or {}).get("use_vllm"):
-            needs.setdefault("vllm", []).append(f"{prefix}rl.use_vllm")
-        if ((block.get("sft") or {}).get("self_distill") or {}).get("backend") == "vllm":
-            needs.setdefault("vllm", []).append(f"{prefix}sft.self_distill.backend: vllm")
+    study_rl, study_sft = config.get("rl") or {}, config.get("sft") or {}
     for model, spec in config["models"].items():
+        rl, sft = {**study_rl, **(spec.get("rl") or {})}, {**study_sft, **(spec.get("sft") or {})}
+        trl = {**(study_rl.get("trl") or {}), **((spec.get("rl") or {}).get("trl") or {})}
+        distill = {**(study_sft.get("self_distill") or {}), **((spec.get("sft") or {}).get("self_distill") or {})}
+        if trl.get("use_vllm", rl.get("use_vllm")):
+            needs.setdefault("vllm", []).append(f"models.{model}'s rl.use_vllm")
+        if sft.get("data") == "self_distill" and distill.get("backend") == "vllm":
+            needs.setdefault("vllm", []).append(f"models.{model}'s sft.self_distill.backend: vllm")
         if spec.get("distributed", "ddp") != "ddp":
             needs.setdefault("deepspeed", []).append(f"models.{model}.distributed: {spec['distributed']}")
     return needs
@@ -123,11 +126,7 @@ def wandb_logged_in() -> bool:
 def problems(config: dict, *, jobs: bool = False) -> list[str]:
     """What the environment cannot serve of a validated config, each with its fix; ``jobs``: jobs are about to
     run, so generation and distributed software are needed too."""
-    trackers = _trackers(config)
-    unknown = sorted(set(trackers) - set(TRACKER_MODULES))
-    if unknown:
-        return [f"{trackers[unknown[0]][0]} names {unknown[0]!r}, which transformers does not know "
-                f"(known: {', '.join(sorted(TRACKER_MODULES))})"]
+    trackers = _trackers(config)  # the schema allows only TRACKER_MODULES' names, none and all
     needs = _backends(config) if jobs else {}
     modules = sorted({name for tracker in trackers for group in TRACKER_MODULES[tracker] for name in group}
                      | set(needs))
