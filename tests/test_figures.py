@@ -513,3 +513,13 @@ def test_the_gain_interval_covers_at_four_seeds():
     assert 0.93 <= hits / trials <= 0.97
     assert np.isnan(training.ratio_gain([0.5], [0.4], 0.95)[1])  # one seed: no interval
     assert np.isnan(training.ratio_gain([0.5, 0.4], [0.0, 0.0], 0.95)[0])  # no positive baseline: no ratio
+
+
+def test_a_figure_option_naming_no_training_set_stops_before_any_job():
+    from grpo_lambda.config import ConfigError, validate
+
+    config = make_config()
+    config["results"] = "results"
+    config["report"] = {"figure1_model": "small", "figure1_dataset": "gsm8k"}  # small trains on math12k only
+    with pytest.raises(ConfigError, match="figure1_dataset 'gsm8k'.*'small'"):
+        validate(config)
