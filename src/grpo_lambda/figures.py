@@ -613,6 +613,8 @@ def save(fig, out_dir: str | os.PathLike, name: str) -> list[str]:
         with atomic_path(path) as tmp:
             fig.savefig(tmp, format=ext, dpi=150, metadata=metadata)
         paths.append(str(path))
+        # The first drawing placed the panels; the other formats keep them (layout is the costly part).
+        fig.set_layout_engine("none")
     # One line: Figure 2's images are thousands of numbers, one per line when indented.
     write_text(out_dir / f"{name}.json", json.dumps(figure_data(fig), ensure_ascii=False) + "\n")
     plt.close(fig)
