@@ -446,8 +446,7 @@ def learning_speed_figure(config: dict, speed: pd.DataFrame):
     """Per model × training set: each variant's area under the training-reward curve and steps to
     the threshold (``learning_speed`` table), mean over seeds with its 95% interval."""
     groups = list(speed.groupby(["model", "dataset"], sort=False)) if not speed.empty else []
-    fig, axes = _grid(max(len(groups), 1), 2, height=max(2.6, 0.25 * speed["variant"].nunique() + 1.0)
-                      if not speed.empty else 2.6)
+    fig, axes = _grid(max(len(groups), 1), 2, height=max(2.6, 0.25 * speed["variant"].nunique() + 1.0))
     if not groups:
         for ax in axes[0]:
             _note(ax, "no training logs yet")
