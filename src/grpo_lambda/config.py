@@ -96,6 +96,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
     _check_variants(config, source)
     for model in config["models"]:
         _check_rl(config, model, source)
+    _check_report(config, source)
     check_environment(config, source)
     return config
 
@@ -120,6 +121,17 @@ def check_environment(config: dict, source: str = "config", *, jobs: bool = Fals
     found = environment.problems(config, jobs=jobs)
     if found:
         raise ConfigError(f"{source}: {found[0]}")
+
+
+def _check_report(config: dict, source: str) -> None:
+    """The report: options that name models, training sets and variants, checked before any job runs
+    (the tables and figures read them only at the end of a study)."""
+    from grpo_lambda.tables.options import report_options
+
+    try:
+        report_options(config)
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
 
 
 def _non_finite_numbers(value, path: str):
