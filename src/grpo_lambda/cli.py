@@ -1,9 +1,11 @@
 """grpo-lambda <stage>: one subcommand per pipeline stage; each Snakemake rule calls one.
 
 A stage takes its cell's settings either as JSON (--settings, what the rules pass: the settings are
-the rule's params, so a change reruns exactly the cells it touches) or from a config file and the
-cell's names (--config config/config.yaml --model tiny ...), for running a stage by hand.
-grpo-lambda status shows where a running grid stands.
+the rule's params, so a change reruns exactly the cells it touches) or from a study's config files and
+the cell's names (--configfile config/config.yaml --model tiny ...), for running a stage by hand.
+Every command that reads a config takes --configfile STUDY [OVERLAY ...], merged as Snakemake merges
+them, and --set KEY.PATH=VALUE overrides (as snakemake --config). grpo-lambda status shows where a
+running grid stands.
 """
 
 from __future__ import annotations
@@ -21,53 +23,57 @@ class UsageError(Exception):
     """A missing or wrong argument: reported as one line, without a traceback."""
 
 
-# The cell names a stage may take with --config, and what each names.
+# The cell names a stage may take with --configfile, and what each names.
 CELL_OPTIONS = {
-    "model": "a model under models: in the --config file",
-    "dataset": "a training set under datasets: in the --config file",
-    "variant": "an objective variant under variants: in the --config file",
-    "benchmark": "a benchmark under benchmarks: in the --config file",
+    "model": "a model under models: in the config",
+    "dataset": "a training set under datasets: in the config",
+    "variant": "an objective variant under variants: in the config",
+    "benchmark": "a benchmark under benchmarks: in the config",
 }
+CONFIGFILE_HELP = ("the study's config file, then any overlays merged over it in order, as snakemake --configfile "
+                   "merges them")
+SET_HELP = ("override one key, as snakemake --config does: rl.max_steps=5, 'rl={max_steps: 5}', 'seeds=[0]' "
+            "(the value takes the schema's type); repeatable")
 # The config section each cell name is looked up in.
 _SECTIONS = {"model": "models", "dataset": "datasets", "variant": "variants", "benchmark": "benchmarks"}
 
 
-def _load_config(path: str) -> dict:
+def _load_config(args) -> dict:
+    """The study of --configfile (and its overlays) with the --set overrides, validated."""
     from grpo_lambda import config as config_module
 
+    for path in args.configfile:
+        if not os.path.isfile(path):
+            raise UsageError(f"config file {path} does not exist")
     try:
-        return config_module.load(path)
-    except FileNotFoundError:
-        raise UsageError(f"config file {path} does not exist") from None
+        return config_module.load(args.configfile, args.set or ())
     except config_module.ConfigError as error:
         raise UsageError(str(error)) from None
     except Exception as error:  # a YAML syntax error, a folder given as a file, ...
-        raise UsageError(f"cannot read config file {path}: {str(error).splitlines()[0]}") from None
+        raise UsageError(f"cannot read config file {' '.join(args.configfile)}: {str(error).splitlines()[0]}") from None
 
 
 def _settings(args, stage: str, **cell) -> dict:
-    """The stage's settings: --settings JSON as given, or cut from --config for the named cell.
+    """The stage's settings: --settings JSON as given, or cut from --configfile for the named cell.
 
-    Every name in ``cell`` is required with --config, except for prepare, which takes exactly one
+    Every name in ``cell`` is required with --configfile, except for prepare, which takes exactly one
     of --dataset and --benchmark.
     """
+    config = _study(args)
     if args.settings:
-        return _json_settings(args.settings)
-    if not args.config:
-        raise UsageError("give --settings JSON or --config FILE with the cell's names")
-    config = _load_config(args.config)
+        return config
     given = {name: value for name, value in cell.items() if value is not None}
     if stage == "prepare":
         if len(given) != 1:
-            raise UsageError("with --config, name exactly one of --dataset NAME and --benchmark NAME")
+            raise UsageError("with --configfile, name exactly one of --dataset NAME and --benchmark NAME")
     else:
         missing = [name for name in cell if name not in given]
         if missing:
-            raise UsageError(f"with --config, also give {' '.join(f'--{name} NAME' for name in missing)} "
+            raise UsageError(f"with --configfile, also give {' '.join(f'--{name} NAME' for name in missing)} "
                              f"({_choices(config, missing[0])})")
     for name, value in given.items():
         if value not in config[_SECTIONS[name]]:
-            raise UsageError(f"--{name} {value!r} is not in {args.config}; {_choices(config, name)}")
+            raise UsageError(f"--{name} {value!r} is not in {' '.join(args.configfile)}; {_choices(config, name)}")
     from grpo_lambda import config as config_module
 
     return config_module.stage_settings(config, stage, **cell)
@@ -95,17 +101,21 @@ def _threads(args) -> None:
 
 
 def cmd_validate(args) -> None:
-    """Exit 0 with the cell count, or 2 with the one-line reason (no traceback) when it is invalid."""
+    """Exit 0 with the cell count (or the merged config, --show), or 2 with the one-line reason (no
+    traceback) when it is invalid."""
     from grpo_lambda import config as config_module
 
-    config = _load_config(args.config)
-    print(f"{args.config}: valid; {len(config_module.rl_cells(config))} RL cells")
+    config = _load_config(args)
+    if args.show:
+        print(json.dumps(config, indent=2))
+    else:
+        print(f"{' + '.join(args.configfile)}: valid; {len(config_module.rl_cells(config))} RL cells")
 
 
 def cmd_status(args) -> None:
     from grpo_lambda import status
 
-    report = status.grid_status(_load_config(args.configfile), results=args.results,
+    report = status.grid_status(_load_config(args), results=args.results,
                                 stale_minutes=args.stale_minutes)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -139,14 +149,9 @@ def cmd_build_tiny(args) -> None:
 def cmd_prefetch(args) -> None:
     from grpo_lambda import files, prefetch
 
-    if args.settings:
-        settings = json.loads(args.settings)
-    elif args.config:
-        from grpo_lambda import config as config_module
-
-        settings = prefetch.hub_sources(config_module.load(args.config))
-    else:
-        raise SystemExit("grpo-lambda prefetch: give --settings JSON or --config FILE")
+    settings = _study(args)
+    if not args.settings:
+        settings = prefetch.hub_sources(settings)
     files.write_json(args.out, prefetch.run(settings))
 
 
@@ -154,7 +159,24 @@ def cmd_prepare(args) -> None:
     from grpo_lambda import prepare
 
     settings = _settings(args, "prepare", dataset=args.dataset, benchmark=args.benchmark)
-    prepare.run(settings, args.out)
+    if args.prefetched:
+        _require_files(prefetched=args.prefetched)
+    prepare.run(settings, args.out, prefetched=args.prefetched)
+
+
+def _model_folder(source: str, settings: dict) -> str:
+    """A hub model named by id, as the folder of its snapshot at the model's revision (from the cache the
+    prefetch rule filled, offline): every loader then reads those exact files. A folder stays as it is."""
+    from grpo_lambda import prefetch
+
+    if not prefetch.is_hub_model(source):
+        return source
+    revision = settings.get("model", {}).get("revision")
+    try:
+        return prefetch.fetch_model(source, revision)
+    except Exception as error:
+        raise UsageError(f"model {source!r} at revision {revision or 'of the default branch'} is not in the hub "
+                         f"cache; run the prefetch rule first ({str(error).splitlines()[0]})") from None
 
 
 def cmd_sft(args) -> None:
@@ -163,7 +185,7 @@ def cmd_sft(args) -> None:
     settings = _settings(args, "sft", model=args.model, dataset=args.dataset)
     _require_files(data=args.data)
     _threads(args)
-    sft.run(settings, base=args.base, data_path=args.data, out_dir=args.out)
+    sft.run(settings, base=_model_folder(args.base, settings), data_path=args.data, out_dir=args.out)
 
 
 def cmd_prepare_sft(args) -> None:
@@ -171,7 +193,8 @@ def cmd_prepare_sft(args) -> None:
 
     _threads(args)
     settings = _settings(args, "prepare_sft", model=args.model, dataset=args.dataset)
-    sft_data.run(settings, base=args.base, data_path=args.data, out=args.out, counts_path=args.counts)
+    sft_data.run(settings, base=_model_folder(args.base, settings), data_path=args.data, out=args.out,
+                 counts_path=args.counts)
 
 
 def cmd_train(args) -> None:
@@ -180,7 +203,8 @@ def cmd_train(args) -> None:
     settings = _settings(args, "train", model=args.model, dataset=args.dataset, variant=args.variant)
     _require_files(data=args.data)
     _threads(args)
-    train.run(settings, base=args.base, data_path=args.data, cell_dir=args.cell, seed=args.seed)
+    train.run(settings, base=_model_folder(args.base, settings), data_path=args.data, cell_dir=args.cell,
+              seed=args.seed)
 
 
 def cmd_evaluate(args) -> None:
@@ -189,8 +213,8 @@ def cmd_evaluate(args) -> None:
     settings = _settings(args, "evaluate", model=args.model, dataset=args.dataset, variant=args.variant)
     _require_files(bench=args.bench)
     _threads(args)
-    evaluate.run(settings, model_path=args.checkpoint, benchmark_paths=args.bench, out_dir=args.out_dir,
-                 seed=args.seed, step=args.step)
+    evaluate.run(settings, model_path=_model_folder(args.checkpoint, settings), benchmark_paths=args.bench,
+                 out_dir=args.out_dir, seed=args.seed, step=args.step)
 
 
 def _require_files(**options) -> None:
@@ -203,25 +227,27 @@ def _require_files(**options) -> None:
                 raise UsageError(f"--{option.replace('_', '-')} {path}: no such file")
 
 
-def _study(args, stage: str) -> dict:
-    """The whole config, for the stages that read every cell (aggregate, figures)."""
+def _study(args) -> dict:
+    """--settings JSON as given, or the whole config of --configfile and --set."""
     if args.settings:
+        if args.configfile or args.set:
+            raise UsageError("give --settings JSON or --configfile FILE (and --set), not both")
         return _json_settings(args.settings)
-    if not args.config:
-        raise UsageError("give --settings JSON or --config FILE")
-    return _load_config(args.config)
+    if not args.configfile:
+        raise UsageError("give --settings JSON or --configfile FILE")
+    return _load_config(args)
 
 
 def cmd_aggregate(args) -> None:
     from grpo_lambda.tables import write
 
-    print("\n".join(write.main(_study(args, "aggregate"), args.results, args.out)))
+    print("\n".join(write.main(_study(args), args.results, args.out)))
 
 
 def cmd_figures(args) -> None:
     from grpo_lambda import figures
 
-    config = _study(args, "figures")
+    config = _study(args)
     try:
         print("\n".join(figures.main(config, args.tables, args.out)))
     except FileNotFoundError as error:
@@ -278,20 +304,28 @@ def parser() -> argparse.ArgumentParser:
     stages = root.add_subparsers(dest="stage", required=True, metavar="STAGE",
                                  title="stages", description="run `grpo-lambda STAGE --help` for a stage's options")
 
+    def config_options(sub, default=None):
+        """--configfile STUDY [OVERLAY ...] and --set KEY=VALUE: the one way every command reads a config."""
+        sub.add_argument("--configfile", nargs="+", metavar="FILE", default=default,
+                         help=CONFIGFILE_HELP + (f" (default: {' '.join(default)}, Snakemake's default)" if default else ""))
+        sub.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
+
     def stage(name, handler, help_text, cell=()):
-        """A stage that reads its cell's settings from --settings JSON or from --config and the cell's names."""
+        """A stage that reads its cell's settings from --settings JSON or from --configfile and the cell's names."""
         sub = stages.add_parser(name, help=help_text, description=help_text)
-        source = sub.add_mutually_exclusive_group()
-        source.add_argument("--settings", metavar="JSON", help="the cell's settings as JSON (what the rules pass)")
-        source.add_argument("--config", metavar="FILE", help="a config file; the cell is named by the options below")
+        sub.add_argument("--settings", metavar="JSON", help="the cell's settings as JSON (what the rules pass); "
+                                                            "or --configfile and the cell's names")
+        config_options(sub)
         for option in cell:
             sub.add_argument(f"--{option}", metavar="NAME", help=CELL_OPTIONS[option])
         sub.set_defaults(handler=handler)
         return sub
 
-    sub = stages.add_parser("validate", help="check a config file and count its RL cells",
-                            description="Check a config file against the schema and count its RL cells.")
-    sub.add_argument("config", metavar="FILE", help="the config file, e.g. config/paper.yaml")
+    sub = stages.add_parser("validate", help="check a study's config and count its RL cells",
+                            description="Check a study's config (its files merged, the overrides applied) against "
+                                        "the schema and the cross-checks, and count its RL cells.")
+    config_options(sub, default=["config/config.yaml"])
+    sub.add_argument("--show", action="store_true", help="print the merged, validated config (JSON) instead")
     sub.set_defaults(handler=cmd_validate)
 
     sub = stages.add_parser(
@@ -300,9 +334,7 @@ def parser() -> argparse.ArgumentParser:
                     "minute, time left); failed (the line of its job log that says why); stalled (started, "
                     "nothing written for --stale-minutes: a rerun resumes it); missing. Then the totals. "
                     "Reads the results tree only, so it works while a grid is writing it.")
-    sub.add_argument("--configfile", metavar="FILE", default="config/config.yaml",
-                     help="the config the grid runs, as given to snakemake --configfile "
-                          "(default: %(default)s, Snakemake's default)")
+    config_options(sub, default=["config/config.yaml"])
     sub.add_argument("--results", metavar="DIR", help="the results folder (default: the config's results:)")
     sub.add_argument("--stale-minutes", type=float, default=30.0, metavar="MIN",
                      help="a started cell with no write for longer is stalled, not running (default: %(default)s)")
@@ -326,6 +358,8 @@ def parser() -> argparse.ArgumentParser:
     sub = stage("prepare", cmd_prepare, "write a training set or benchmark as normalised JSONL",
                 ["dataset", "benchmark"])
     sub.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
+    sub.add_argument("--prefetched", metavar="FILE",
+                     help="the prefetch record: a hub dataset is read at the commit it holds, which the summary records")
 
     sub = stage("prepare-sft", cmd_prepare_sft, "the SFT set by self-distillation: the base model's correct samples",
                 ["model", "dataset"])

@@ -21,6 +21,7 @@ rule prepare_dataset:
         f"{RESULTS}/data/{{dataset}}.jsonl",
     params:
         settings=lambda w: settings("prepare", dataset=w.dataset),
+        prefetched=prefetched_option,
     log:
         f"{RESULTS}/logs/prepare/{{dataset}}.log",
     benchmark:
@@ -29,7 +30,7 @@ rule prepare_dataset:
         mem_mb=4000,
         runtime=60,
     shell:
-        "grpo-lambda prepare --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"
+        "grpo-lambda prepare --settings {params.settings:q} {params.prefetched:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule prepare_benchmark:
@@ -39,6 +40,7 @@ rule prepare_benchmark:
         f"{RESULTS}/bench/{{benchmark}}.jsonl",
     params:
         settings=lambda w: settings("prepare", benchmark=w.benchmark),
+        prefetched=prefetched_option,
     log:
         f"{RESULTS}/logs/prepare_benchmark/{{benchmark}}.log",
     benchmark:
@@ -47,17 +49,18 @@ rule prepare_benchmark:
         mem_mb=4000,
         runtime=30,
     shell:
-        "grpo-lambda prepare --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"
+        "grpo-lambda prepare --settings {params.settings:q} {params.prefetched:q} --out {output:q} > {log:q} 2>&1"
 
 
 # The chat SFT set of sft.data open_r1 (rows id, messages), from the hub or its local copy.
 rule prepare_sft_set:
     input:
-        hub=lambda w: [] if study.sft_set(config).get("path") else f"{RESULTS}/hub/prefetched.json",
+        hub=hub_dataset_input,
     output:
         f"{RESULTS}/data/sft/{{sft_set}}.jsonl",
     params:
         settings=lambda w: settings("prepare_sft_set"),
+        prefetched=prefetched_option,
     log:
         f"{RESULTS}/logs/prepare/sft/{{sft_set}}.log",
     benchmark:
@@ -66,4 +69,4 @@ rule prepare_sft_set:
         mem_mb=8000,
         runtime=60,
     shell:
-        "grpo-lambda prepare --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"
+        "grpo-lambda prepare --settings {params.settings:q} {params.prefetched:q} --out {output:q} > {log:q} 2>&1"
