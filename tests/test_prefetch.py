@@ -131,7 +131,9 @@ def test_a_dataset_is_fetched_at_the_commit_its_revision_names_and_recorded(tmp_
     assert record["datasets"]["sums"] == {"name": "sums", "hub_id": hub_id, "config": None, "split": "test",
                                           "revision": "v1", "commit": "c" * 40, "files": {"test.parquet": "d" * 64},
                                           "rows": 3, "columns": ["final", "question"]}
-    assert prefetch.recorded_dataset(record, {**entry, "source": "hub"})["commit"] == "c" * 40
+    from grpo_lambda.data.registry import recorded_dataset
+
+    assert recorded_dataset(record, {**entry, "source": "hub"})["commit"] == "c" * 40
 
     wrong = {**entry, "fields": {"problem": "question", "answer": "answer"}}
     with pytest.raises(RuntimeError, match=r"prefetch: dataset 'sums' .*: fields\.answer: column 'answer' is not "

@@ -487,7 +487,6 @@ def _check_data_sources(config: dict, source: str) -> None:
     """Each dataset and benchmark: its keys fit its source, a registry name is known, a file exists and
     holds every mapped field (read from its header or first rows), and a hub dataset already fetched
     holds them too (its columns are in the prefetch record; else prefetch checks them)."""
-    from grpo_lambda import prefetch
     from grpo_lambda.data import registry
 
     for group in ("datasets", "benchmarks"):
@@ -511,7 +510,7 @@ def _check_data_sources(config: dict, source: str) -> None:
                     raise ConfigError(f"{source}: {where}.revision: a local path has no hub revision")
                 columns = _file_columns(resolved, f"{where}.path", source)
             else:
-                columns = prefetch.recorded_columns(config["results"], resolved)
+                columns = registry.recorded_columns(config["results"], resolved)
             missing = registry.missing_field(resolved, columns)
             if missing:
                 role, column = missing

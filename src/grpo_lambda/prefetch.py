@@ -15,16 +15,17 @@ the training fingerprint and each cell's provenance carry it from there (grpo_la
 from __future__ import annotations
 
 import hashlib
-import json
 import logging
 import os
 from pathlib import Path
+
+from grpo_lambda.data import registry
 
 log = logging.getLogger(__name__)
 
 # Model files not needed to load a checkpoint with transformers: the duplicates in other formats.
 SKIPPED_MODEL_FILES = ["*.pth", "*.pt", "*.msgpack", "*.h5", "*.onnx", "*.gguf", "original/*"]
-RECORD = "hub/prefetched.json"  # under the study's results folder
+RECORD = registry.PREFETCH_RECORD  # what run() returns, under the study's results folder
 
 
 def is_hub_model(source: str) -> bool:
@@ -36,7 +37,6 @@ def hub_sources(config: dict) -> dict:
     """The hub models and hub datasets of a (validated) study that have no local copy, each with the
     revision its config asks for (None: the default branch)."""
     from grpo_lambda import config as study
-    from grpo_lambda.data import registry
 
     # A source under the study's results folder is another job's output (self-distillation), not the hub's.
     made_here = f"{config['results'].rstrip('/')}/"
@@ -108,29 +108,9 @@ def resolve_dataset(hub_id: str, revision: str | None) -> dict:
                       for sibling in info.siblings or []}}
 
 
-def recorded_dataset(record: dict, spec: dict) -> dict | None:
-    """The prefetch record's entry of a hub dataset (by hub id, config, split and asked revision)."""
-    for entry in record.get("datasets", {}).values():
-        if all(entry.get(key) == spec.get(key) for key in ("hub_id", "config", "split", "revision")):
-            return entry
-    return None
-
-
-def recorded_columns(results: str, spec: dict) -> set[str] | None:
-    """A hub dataset's columns as the study's prefetch record holds them; None before it is fetched."""
-    try:
-        record = json.loads((Path(results) / RECORD).read_text(encoding="utf-8"))
-    except (OSError, ValueError):
-        return None
-    entry = recorded_dataset(record, spec)
-    return set(entry["columns"]) if entry and "columns" in entry else None
-
-
 def run(settings: dict) -> dict:
     """Fetch each model snapshot and dataset split of ``settings`` (``hub_sources``) into the cache and
     record its commit and file hashes; a dataset's mapped fields must be among its columns."""
-    from grpo_lambda.data import registry
-
     fetched = {"hf_hub_cache": hub_cache(), "models": {}, "datasets": {}}
     for model in settings["models"]:
         log.info("fetching model %s at %s", model["id"], model["revision"] or "the default branch")

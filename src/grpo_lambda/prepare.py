@@ -57,13 +57,12 @@ def pinned(settings: dict, prefetched: str | None) -> tuple[dict, dict | None]:
     ``prefetched``, and that record (None for other sources, or without the file)."""
     if settings["source"] == "synthetic" or not prefetched:
         return settings, None
-    from grpo_lambda import prefetch
     from grpo_lambda.data import registry
 
     spec = registry.resolve(settings, settings["key"], registry.ROLE_GROUPS[settings["role"]])
     if spec["source"] != "hub":
         return settings, None
-    record = prefetch.recorded_dataset(json.loads(Path(prefetched).read_text(encoding="utf-8")), spec)
+    record = registry.recorded_dataset(json.loads(Path(prefetched).read_text(encoding="utf-8")), spec)
     if record is None:
         raise ValueError(f"{settings['key']}: {spec['hub_id']} (config {spec.get('config')}, split {spec['split']}, "
                          f"revision {spec.get('revision')}) is not in {prefetched}; run the prefetch rule again")

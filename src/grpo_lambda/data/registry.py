@@ -48,6 +48,8 @@ _THOUSANDS = re.compile(r"-?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?")
 # Rows read to learn a JSONL file's fields at validation, and the largest JSON file read whole for it.
 PEEK_ROWS = 100
 PEEK_JSON_BYTES = 64 << 20
+# The prefetch stage's record under a study's results folder: the columns and commit of each hub dataset.
+PREFETCH_RECORD = "hub/prefetched.json"
 
 
 # --------------------------------------------------------------------------------------------------
@@ -448,6 +450,24 @@ def missing_field(spec: dict, columns: set[str] | None) -> tuple[str, str] | Non
         if column is not None and column not in columns:
             return role, column
     return None
+
+
+def recorded_dataset(record: dict, spec: dict) -> dict | None:
+    """The prefetch record's entry of a hub dataset (by hub id, config, split and asked revision)."""
+    for entry in record.get("datasets", {}).values():
+        if all(entry.get(key) == spec.get(key) for key in ("hub_id", "config", "split", "revision")):
+            return entry
+    return None
+
+
+def recorded_columns(results: str, spec: dict) -> set[str] | None:
+    """A hub dataset's columns as the study's prefetch record holds them; None before it is fetched."""
+    try:
+        record = json.loads((Path(results) / PREFETCH_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    entry = recorded_dataset(record, spec)
+    return set(entry["columns"]) if entry and "columns" in entry else None
 
 
 # --------------------------------------------------------------------------------------------------
