@@ -46,8 +46,10 @@ def test_a_hub_dataset_is_prepared_at_the_recorded_commit_and_the_commit_enters_
     (base / "config.json").write_text("{}")
     at_a = fingerprint.compute({"rl": {}}, seed=0, base=str(base), data_path=str(data))
     assert at_a["revisions"] == {"data": summary["source"]}
-    # The same rows from another commit of the dataset: another fingerprint, by its data part alone.
-    prepare.run(settings, str(data), prefetched=str(prefetch_record(tmp_path, hub_id, "b" * 40)))
+    # The same rows from another commit of the dataset (the record named in the settings, as the rule's are):
+    # another fingerprint, by its data part alone.
+    prepare.run({**settings, "prefetch_record": str(prefetch_record(tmp_path, hub_id, "b" * 40))}, str(data))
+    assert calls[-1] == "b" * 40
     at_b = fingerprint.compute({"rl": {}}, seed=0, base=str(base), data_path=str(data))
     assert at_b["data"] != at_a["data"] and at_b["hash"] != at_a["hash"]
     assert {part: at_b[part] for part in ("settings", "base", "code")} == {

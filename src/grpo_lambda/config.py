@@ -423,13 +423,13 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
 
     if stage == "prepare_sft_set":
         name = sft_set(config)["name"]
-        return {"key": name, "role": "sft", **registry.resolve({"source": "registry", **sft_set(config)}, name,
-                                                               "sft_sets")}
+        return _with_record(config, {"key": name, "role": "sft",
+                                     **registry.resolve({"source": "registry", **sft_set(config)}, name, "sft_sets")})
     if stage == "prepare":
         # where the rows are and how they are read, written out (a registry entry with the config's keys over it)
         group, key, role = ("datasets", dataset, "train") if dataset is not None else ("benchmarks", benchmark,
                                                                                        "benchmark")
-        return {"key": key, "role": role, **registry.resolve(config[group][key], key, group)}
+        return _with_record(config, {"key": key, "role": role, **registry.resolve(config[group][key], key, group)})
     spec = config["models"][model]
     model_part = {"name": model, "source": spec["source"], "prompt": spec.get("prompt", "qwen_math"),
                   "lora": spec.get("lora")}
@@ -459,6 +459,15 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
         return {"model": model_part, "dataset": dataset, "variant": variant,
                 "evaluation": {k: v for k, v in config["evaluation"].items() if k != "checkpoints"}}
     raise ValueError(f"stage {stage!r} is unknown")
+
+
+def _with_record(config: dict, settings: dict) -> dict:
+    """A hub source's prepare settings name the prefetch record, whose commit prepare reads it at."""
+    from grpo_lambda.data import registry
+
+    if settings["source"] != "hub":
+        return settings
+    return {**settings, "prefetch_record": f"{config['results']}/{registry.PREFETCH_RECORD}"}
 
 
 # ---- cross-checks that would otherwise fail inside a job ------------------------------------------

@@ -52,20 +52,27 @@ def rows_for(settings: dict, summary: files.ReadSummary | None = None) -> tuple[
     return registry.load_rows(spec, limit=settings.get("limit"), summary=summary)
 
 
-def pinned(settings: dict, prefetched: str | None) -> tuple[dict, dict | None]:
-    """The settings of a hub source with its revision pinned to the commit ``prefetch`` recorded in the file
-    ``prefetched``, and that record (None for other sources, or without the file)."""
-    if settings["source"] == "synthetic" or not prefetched:
-        return settings, None
+def pinned(settings: dict, prefetched: str | None = None) -> tuple[dict, dict | None]:
+    """A hub source's settings with the revision pinned to the commit ``prefetch`` recorded, and that
+    record; other sources as they are, and None. The record is the file ``prefetched``, else the settings'
+    ``prefetch_record`` (under the results folder) when it exists: a stage run by hand, online, without
+    the prefetch rule reads the config's revision and records no commit."""
     from grpo_lambda.data import registry
 
-    spec = registry.resolve(settings, settings["key"], registry.ROLE_GROUPS[settings["role"]])
-    if spec["source"] != "hub":
+    if settings["source"] == "synthetic":
         return settings, None
-    record = registry.recorded_dataset(json.loads(Path(prefetched).read_text(encoding="utf-8")), spec)
+    spec = registry.resolve(settings, settings["key"], registry.ROLE_GROUPS[settings["role"]])
+    path = prefetched or spec.get("prefetch_record")
+    if spec["source"] != "hub" or path is None:
+        return settings, None
+    if not prefetched and not Path(path).is_file():
+        log.warning("%s: no prefetch record %s: read at revision %s, no commit recorded", settings["key"], path,
+                    spec.get("revision") or "of the default branch")
+        return settings, None
+    record = registry.recorded_dataset(json.loads(Path(path).read_text(encoding="utf-8")), spec)
     if record is None:
         raise ValueError(f"{settings['key']}: {spec['hub_id']} (config {spec.get('config')}, split {spec['split']}, "
-                         f"revision {spec.get('revision')}) is not in {prefetched}; run the prefetch rule again")
+                         f"revision {spec.get('revision')}) is not in {path}; run the prefetch rule again")
     return {**spec, "revision": record["commit"]}, record
 
 

@@ -144,11 +144,6 @@ def hub_dataset_input(w):
     return f"{RESULTS}/{prefetch.RECORD}" if source["source"] == "hub" else []
 
 
-def prefetched_option(w, input):
-    """prepare's --prefetched FILE for a hub source: it reads the commit the record holds."""
-    return ["--prefetched", input.hub] if input.hub else []
-
-
 def base_model(w):
     source = config["models"][w.model]["source"]
     return f"{RESULTS}/models/{w.model}" if source == "tiny" else source

@@ -21,7 +21,6 @@ rule prepare_dataset:
         f"{RESULTS}/data/{{dataset}}.jsonl",
     params:
         settings=lambda w: settings("prepare", dataset=w.dataset),
-        prefetched=prefetched_option,
     log:
         f"{RESULTS}/logs/prepare/{{dataset}}.log",
     benchmark:
@@ -30,7 +29,7 @@ rule prepare_dataset:
         mem_mb=4000,
         runtime=60,
     shell:
-        "grpo-lambda prepare --settings {params.settings:q} {params.prefetched:q} --out {output:q} > {log:q} 2>&1"
+        "grpo-lambda prepare --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"
 
 
 rule prepare_benchmark:
@@ -40,7 +39,6 @@ rule prepare_benchmark:
         f"{RESULTS}/bench/{{benchmark}}.jsonl",
     params:
         settings=lambda w: settings("prepare", benchmark=w.benchmark),
-        prefetched=prefetched_option,
     log:
         f"{RESULTS}/logs/prepare_benchmark/{{benchmark}}.log",
     benchmark:
@@ -49,7 +47,7 @@ rule prepare_benchmark:
         mem_mb=4000,
         runtime=30,
     shell:
-        "grpo-lambda prepare --settings {params.settings:q} {params.prefetched:q} --out {output:q} > {log:q} 2>&1"
+        "grpo-lambda prepare --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"
 
 
 # The chat SFT set of sft.data open_r1 (rows id, messages), from the hub or its local copy.
@@ -60,7 +58,6 @@ rule prepare_sft_set:
         f"{RESULTS}/data/sft/{{sft_set}}.jsonl",
     params:
         settings=lambda w: settings("prepare_sft_set"),
-        prefetched=prefetched_option,
     log:
         f"{RESULTS}/logs/prepare/sft/{{sft_set}}.log",
     benchmark:
@@ -69,4 +66,4 @@ rule prepare_sft_set:
         mem_mb=8000,
         runtime=60,
     shell:
-        "grpo-lambda prepare --settings {params.settings:q} {params.prefetched:q} --out {output:q} > {log:q} 2>&1"
+        "grpo-lambda prepare --settings {params.settings:q} --out {output:q} > {log:q} 2>&1"
