@@ -42,11 +42,10 @@ def _load_config(args) -> dict:
     """The study of --configfile (and its overlays) with the --set overrides, validated."""
     from grpo_lambda import config as config_module
 
-    for path in args.configfile:
-        if not os.path.isfile(path):
-            raise UsageError(f"config file {path} does not exist")
     try:
         return config_module.load(args.configfile, args.set or ())
+    except FileNotFoundError as error:
+        raise UsageError(f"config file {error.filename} does not exist") from None
     except config_module.ConfigError as error:
         raise UsageError(str(error)) from None
     except Exception as error:  # a YAML syntax error, a folder given as a file, ...
@@ -168,8 +167,9 @@ def _model_folder(source: str, settings: dict) -> str:
     """A hub model named by id, as the folder of its snapshot at the model's revision (from the cache the
     prefetch rule filled, offline): every loader then reads those exact files. A folder stays as it is."""
     from grpo_lambda import prefetch
+    from grpo_lambda.config import looks_local
 
-    if not prefetch.is_hub_model(source):
+    if not prefetch.is_hub_model(source) or looks_local(source):
         return source
     revision = settings.get("model", {}).get("revision")
     try:

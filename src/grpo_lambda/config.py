@@ -188,8 +188,8 @@ def _fits(value, nodes: list[dict]) -> bool | None:
     for node in nodes:
         if "enum" in node or "const" in node:
             said = True
-            if value in node.get("enum", [node.get("const")]) and type(value) in {type(v) for v in node.get(
-                    "enum", [node.get("const")])}:
+            choices = node["enum"] if "enum" in node else [node["const"]]
+            if any(value == choice and type(value) is type(choice) for choice in choices):
                 return True
         if "type" in node:
             said = True
