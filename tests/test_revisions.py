@@ -104,3 +104,21 @@ def test_sft_reads_the_hub_model_at_its_revision_and_records_the_commit(tmp_path
         **settings["model"], "revision": "v9"}}), "--base", "org/tiny", "--data", str(data), "--out",
         str(tmp_path / "other")], env=env, capture_output=True, text=True, timeout=300)
     assert missing.returncode == 2 and "model 'org/tiny' at revision v9 is not in the hub cache" in missing.stderr
+
+
+def test_a_cached_copy_of_another_commit_is_refused_not_read(tmp_path, monkeypatch):
+    """Offline, datasets reads the newest cached copy whatever the revision: its cache folder, named by the commit
+    it holds, must be the one the record pinned."""
+    import datasets
+
+    from grpo_lambda.data import registry
+
+    cached = tmp_path / "cache" / "me___sums" / "default" / "0.0.0" / ("e" * 40)
+    cached.mkdir(parents=True)
+    datasets.Dataset.from_dict({"question": ["1+1?"], "final": [2]}).save_to_disk(str(cached))
+    monkeypatch.setattr(datasets, "load_dataset", lambda *a, **k: datasets.load_from_disk(str(cached)))
+    spec = {"source": "hub", "hub_id": "me/sums", "split": "train", "fields": {"problem": "question", "answer": "final"},
+            "answer_kind": "number", "name": "sums"}
+    assert registry.load_rows({**spec, "revision": "e" * 40})[0] == [{"id": "sums-0", "problem": "1+1?", "answer": "2"}]
+    with pytest.raises(ValueError, match=r"me/sums: the datasets cache holds commit e{40}, not f{40}; fetch it again"):
+        registry.load_rows({**spec, "revision": "f" * 40})

@@ -8,8 +8,10 @@ to fetch (``hub_sources``), each at the ``revision`` its config names (a branch,
 default branch when none). The output records, for each, the commit that revision named when it was
 fetched and the hash of every file (the hub's blob ids: a file's sha256 for Git LFS files, its git
 blob id for the others), so two runs months apart can tell whether they read the same bytes.
-``prepare`` reads a dataset at the recorded commit and writes it into the prepared file's summary;
-the training fingerprint and each cell's provenance carry it from there (grpo_lambda.fingerprint).
+``prepare`` reads a dataset at the recorded commit (refusing a cached copy of another one:
+``registry.load_hub_split``) and writes it into the prepared file's summary; the training fingerprint
+and each cell's provenance carry it from there (grpo_lambda.fingerprint). A model job reads the
+snapshot of its model's revision from the cache (``grpo-lambda`` resolves a hub id to that folder).
 """
 
 from __future__ import annotations

@@ -311,11 +311,27 @@ def _table_records(spec: dict, table, where: str) -> Iterator[tuple[str, object]
     return ((f"{where}[{index}]", record) for index, record in enumerate(table))
 
 
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
 def load_hub_split(spec: dict):
-    """A hub dataset's split, by ``datasets.load_dataset`` (also what ``prefetch`` calls, online)."""
+    """A hub dataset's split, by ``datasets.load_dataset`` (also what ``prefetch`` calls, online).
+
+    Offline, ``datasets`` reads the newest copy in its cache whatever the revision asked, and its cache
+    folder is named by the commit it holds: a ``revision`` that is a commit must be that one, or this
+    refuses (two revisions of one dataset in one ``$HF_HOME``), rather than read other bytes silently.
+    """
     import datasets
 
-    return datasets.load_dataset(spec["hub_id"], spec.get("config"), split=spec["split"], revision=spec.get("revision"))
+    revision = spec.get("revision")
+    table = datasets.load_dataset(spec["hub_id"], spec.get("config"), split=spec["split"], revision=revision)
+    held = {part for cache in getattr(table, "cache_files", None) or [] for part in Path(cache["filename"]).parts
+            if _COMMIT.fullmatch(part)}
+    if revision and _COMMIT.fullmatch(revision) and held and revision not in held:
+        raise ValueError(f"{spec['hub_id']}: the datasets cache holds commit {', '.join(sorted(held))}, not {revision}; "
+                         "fetch it again (snakemake results/hub/prefetched.json --forcerun prefetch), one revision "
+                         "of a dataset per HF_HOME")
+    return table
 
 
 def _source_records(spec: dict, summary: files.ReadSummary) -> Iterable[tuple[str, object]]:
