@@ -282,7 +282,8 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     cell = Path(cell_dir)
     resume_dir = cell / "resume"
     # State made with other settings, base model or data is moved aside, never resumed.
-    fingerprint.claim(cell, fingerprint.compute(settings, seed=seed, base=base, data_path=data_path))
+    made_with = fingerprint.compute(settings, seed=seed, base=base, data_path=data_path)
+    fingerprint.claim(cell, made_with)
     tokenizer = load_tokenizer(base, padding_side="left")
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"])
     dataset, prompt_counts = drop_long_prompts(dataset, tokenizer, settings["rl"].get("max_prompt_length"))
@@ -308,7 +309,7 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
             callback.trainer = trainer
     if trainer.is_world_process_zero():
         files.write_json(cell / "prompt_filter.json", prompt_counts)
-        files.write_json(cell / "provenance.json", provenance.record())
+        files.write_json(cell / "provenance.json", provenance.record(revisions=made_with.get("revisions")))
         log.info("RL prompts: %(prompts)d, %(dropped)d left out as longer than %(max_prompt_length)s tokens",
                  prompt_counts)
     log_world_size(trainer.accelerator, "train")
