@@ -279,6 +279,15 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
     return GRPOLambdaConfig(output_dir=output_dir, max_steps=rl["max_steps"], seed=seed, **kwargs)
 
 
+def hashed_settings(settings: dict) -> dict:
+    """What the cell's fingerprint hashes as its settings: the stage's, and the source of each user reward
+    (``module:function``) it trains with, so that editing that code never resumes the old state."""
+    from grpo_lambda.grading import reward
+
+    sources = reward.source_digest(reward.reward_specs(settings["rl"]))
+    return {**settings, "user_reward_sources": sources} if sources else settings
+
+
 def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
     """Point TensorBoard at <cell>/tensorboard (one folder across resumes) unless TENSORBOARD_LOGGING_DIR says."""
     import os
@@ -304,17 +313,15 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
 
     cell = Path(cell_dir)
     resume_dir = cell / "resume"
-    specs = reward.reward_specs(settings["rl"])
     # State made with other settings, base model, data or user reward code is moved aside, never resumed.
-    user_rewards = reward.source_digest(specs)
-    hashed = {**settings, "user_reward_sources": user_rewards} if user_rewards else settings
-    fingerprint.claim(cell, fingerprint.compute(hashed, seed=seed, base=base, data_path=data_path))
+    fingerprint.claim(cell, fingerprint.compute(hashed_settings(settings), seed=seed, base=base, data_path=data_path))
     tokenizer = load_tokenizer(base, padding_side="left")
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"],
                          system_prompt=settings["model"].get("system_prompt"))
     dataset, prompt_counts = drop_long_prompts(dataset, tokenizer, settings["rl"].get("max_prompt_length"))
     args = build_config(settings, output_dir=str(resume_dir), seed=seed)
-    reward_funcs, weights = reward.reward_functions(specs, max_completion_length=args.max_completion_length)
+    reward_funcs, weights = reward.reward_functions(reward.reward_specs(settings["rl"]),
+                                                    max_completion_length=args.max_completion_length)
     log_columns = reward_columns([function.__name__ for function in reward_funcs], weights)
     peft_config = lora_config(settings["model"].get("lora"))
     lora_base = base if peft_config else None
