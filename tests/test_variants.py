@@ -145,3 +145,41 @@ def test_a_value_error_names_the_key_and_says_why():
         variants.variant_config_kwargs({"objective": "grpo_lambda", "lam": float("nan")})
     with pytest.raises(ValueError, match=r"^trace_gamma: 0 is less than or equal to the minimum of 0$"):
         variants.check_value("trace_gamma", "gamma", 0)
+
+
+# ---- adding an objective: its line in OBJECTIVES and its importance weights, nothing else ------------------
+
+def toy_importance_weights(logps, log_ratio, mask, params, trace_mask):
+    """A toy objective: twice GRPO's log-ratio. On-policy every ratio is 1 either way, so its gradient, and a
+    plain SGD step, is exactly twice GRPO's."""
+    return 2 * log_ratio, None, None
+
+
+def test_an_objective_registered_in_the_two_tables_is_configured_and_trains(model_dir, tmp_path, monkeypatch):
+    import torch
+
+    from grpo_lambda import objectives
+    from grpo_lambda.trainer import GRPOLambdaTrainer
+    from grpo_lambda.trainer_config import GRPOLambdaConfig
+    from trainer_batch import make_trainer
+
+    monkeypatch.setitem(variants.OBJECTIVES, "toy", "twice GRPO's log-ratio")
+    monkeypatch.setitem(objectives.IMPORTANCE_WEIGHTS, "toy", toy_importance_weights)
+    config = copy.deepcopy(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    config["variants"]["toy"] = {"objective": "toy", "advantage_clamp": None}
+    assert study.validate(config)["variants"]["toy"]["objective"] == "toy"  # the schema and the checks take it
+
+    def one_sgd_step(variant, folder):
+        trainer = make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path / folder, max_steps=1,
+                               optim="sgd", learning_rate=0.5, max_grad_norm=0.0, save_strategy="no",
+                               **variants.variant_config_kwargs(variant))
+        before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+        trainer.train()
+        return {name: p.detach() - before[name] for name, p in trainer.model.named_parameters()}
+
+    toy = one_sgd_step(config["variants"]["toy"], "toy")
+    # GRPO's token ratio through the same loss code: GRPO-λ at λ = 0, relative form, no clamp.
+    grpo = one_sgd_step({"objective": "grpo_lambda", "lam": 0.0, "advantage_clamp": None}, "grpo")
+    assert max(delta.abs().max().item() for delta in grpo.values()) > 1e-6
+    for name, delta in grpo.items():  # float32 weights near 1 round their steps to about 1e-7
+        torch.testing.assert_close(toy[name], 2 * delta, rtol=1e-4, atol=1e-6, msg=name)
