@@ -82,27 +82,18 @@ def test_a_variants_rl_settings_reach_trl_over_the_studys(tmp_path):
                                                                          DEFAULT["rl"]["num_generations"])
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("sweep-inputs")
-    (folder / "base").mkdir()
-    (folder / "base" / "config.json").write_text("{}")
-    (folder / "data.jsonl").write_text('{"id": "a", "problem": "1+1", "answer": "2"}\n')
-    return str(folder / "base"), str(folder / "data.jsonl")
-
-
-def cells(config, inputs):
+def cells(config, fingerprint_inputs):
     """cell folder -> resume fingerprint, for every RL cell of a config."""
-    base, data = inputs
+    base, data = fingerprint_inputs
     return {layout.cell(c["model"], c["dataset"], c["variant"], c["seed"]):
             fingerprint.compute(study.stage_settings(config, "train", model=c["model"], dataset=c["dataset"],
                                                      variant=c["variant"]), seed=c["seed"], base=base, data_path=data)
             for c in study.rl_cells(config)}
 
 
-def test_changing_one_swept_value_never_resumes_or_supersedes_anothers_cell(tmp_path, inputs):
-    first = cells(study.validate(swept({"learning_rate": [1e-5, 3e-5]}, seeds=[0, 1])), inputs)
-    second = cells(study.validate(swept({"learning_rate": [1e-5, 1e-4]}, seeds=[0, 1])), inputs)
+def test_changing_one_swept_value_never_resumes_or_supersedes_anothers_cell(tmp_path, fingerprint_inputs):
+    first = cells(study.validate(swept({"learning_rate": [1e-5, 3e-5]}, seeds=[0, 1])), fingerprint_inputs)
+    second = cells(study.validate(swept({"learning_rate": [1e-5, 1e-4]}, seeds=[0, 1])), fingerprint_inputs)
     kept, dropped, added = "tiny/arith/grpo@lr=1e-5/seed0", "tiny/arith/grpo@lr=3e-5/seed0", \
         "tiny/arith/grpo@lr=0.0001/seed0"
     assert {kept, dropped} <= set(first) and {kept, added} <= set(second) and dropped not in second

@@ -88,15 +88,6 @@ def test_every_schema_key_is_covered_here():
     assert set(VARIANT) == set(SCHEMA["variant"]["properties"])
 
 
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("inputs")
-    (folder / "base").mkdir()
-    (folder / "base" / "config.json").write_text("{}")
-    (folder / "data.jsonl").write_text('{"id": "a", "problem": "1+1", "answer": "2"}\n')
-    return str(folder / "base"), str(folder / "data.jsonl")
-
-
 def _settings(variant="grpo"):
     return study.stage_settings(CONFIG, "train", model="tiny", dataset="arith", variant=variant)
 
@@ -106,13 +97,13 @@ def _field(args, name):
     return getattr(value, "value", value)  # TRL's enums hold the text
 
 
-def _hash(settings, inputs):
-    base, data = inputs
+def _hash(settings, fingerprint_inputs):
+    base, data = fingerprint_inputs
     return fingerprint.compute(settings, seed=0, base=base, data_path=data)["hash"]
 
 
 @pytest.mark.parametrize("key", sorted(RL))
-def test_an_rl_setting_reaches_trl_and_the_fingerprint(key, tmp_path, inputs):
+def test_an_rl_setting_reaches_trl_and_the_fingerprint(key, tmp_path, fingerprint_inputs):
     value, field = RL[key]
     settings = _settings()
     assert settings["rl"].get(key) != value
@@ -126,7 +117,7 @@ def test_an_rl_setting_reaches_trl_and_the_fingerprint(key, tmp_path, inputs):
         assert (expected in got) if key == "report_to" else (got == expected), (key, got)
         before = _field(train.build_config(settings, output_dir=str(tmp_path), seed=0), field)
         assert before != got
-    same = _hash(changed, inputs) == _hash(settings, inputs)
+    same = _hash(changed, fingerprint_inputs) == _hash(settings, fingerprint_inputs)
     assert same == (key in RL_KEEPS_FINGERPRINT), key
 
 
@@ -140,7 +131,7 @@ def test_bf16_and_gradient_checkpointing_follow_the_config_on_a_gpu_and_are_off_
 
 
 @pytest.mark.parametrize("key", sorted(VARIANT))
-def test_a_variant_setting_reaches_trl_and_the_fingerprint(key, tmp_path, inputs):
+def test_a_variant_setting_reaches_trl_and_the_fingerprint(key, tmp_path, fingerprint_inputs):
     variant, value, field = VARIANT[key]
     settings = {**_settings(), "variant": dict(variant)}
     changed = {**settings, "variant": {**variant, key: value}}
@@ -150,7 +141,7 @@ def test_a_variant_setting_reaches_trl_and_the_fingerprint(key, tmp_path, inputs
     if field is not None:
         before = _field(train.build_config(settings, output_dir=str(tmp_path), seed=0), field)
         assert _field(args, field) == value and before != value, (key, before)
-    same = _hash(changed, inputs) == _hash(settings, inputs)
+    same = _hash(changed, fingerprint_inputs) == _hash(settings, fingerprint_inputs)
     assert same == (key == "label"), key
 
 
