@@ -66,7 +66,8 @@ def test_the_shorthand_is_the_pair_every_cell_trained_on():
         functions, weights = reward.reward_functions(reward.reward_specs(rl), max_completion_length=96)
         assert functions == [first, reward.format_reward] and weights == [1.0, 0.0]
         assert [f.__name__ for f in functions] == [first.__name__, "format_reward"]  # the names TRL logs
-    explicit = reward.reward_specs({"rewards": [{"name": "evaluation", "weight": 1.0}, {"name": "format", "weight": 0}]})
+    explicit = reward.reward_specs({"rewards": [{"name": "evaluation", "weight": 1.0},
+                                                {"name": "format", "weight": 0}]})
     assert reward.reward_specs({}) == explicit
 
 
@@ -143,14 +144,16 @@ def test_a_bad_reward_is_refused_naming_the_entry_and_why(user_module, name, cul
     ({"rewards": [{"name": "evaluation", "weight": 0}, {"name": "format", "weight": 0}]}, r"every weight is 0"),
     ({"rewards": [{"name": "evaluation"}, {"name": "evaluation", "weight": 0}]},
      r"rl\.rewards\[1\]: 'evaluation' is logged as 'accuracy_reward', like rl\.rewards\[0\]"),
-    ({"rewards": [{"name": "evaluation"}, {"name": "overlong", "weight": 1}]}, r"rl\.rewards\[1\]\.name: .*cache_tokens"),
+    ({"rewards": [{"name": "evaluation"}, {"name": "overlong", "weight": 1}]},
+     r"rl\.rewards\[1\]\.name: .*cache_tokens"),
     ({"rewards": [{"name": "evaluation"}, {"name": "overlong", "cache_tokens": 8, "max_tokens": 4}]},
      r"cache_tokens \(8\) must not exceed max_tokens \(4\)"),
     ({"rewards": [{"name": "evaluation", "cache_tokens": 3}]}, r"reward 'evaluation' takes no parameters"),
     ({"rewards": [{"name": "overlong", "cache_tokens": 3, "cache": 3}]}, r"has no parameter\(s\) \['cache'\]"),
     ({"rewards": [{"name": "evaluation", "weight": "1"}]}, r"rl\.rewards\.0\.weight"),
     ({"rewards": [{"weight": 1}]}, r"'name' is a required property"),
-    ({"trl": {"reward_weights": [1.0, 1.0]}}, r"rl\.trl\.reward_weights is set by the pipeline itself; set the weights"),
+    ({"trl": {"reward_weights": [1.0, 1.0]}},
+     r"rl\.trl\.reward_weights is set by the pipeline itself; set the weights"),
 ])
 def test_bad_reward_settings_are_refused_naming_the_key(rl, culprit):
     with pytest.raises(study.ConfigError, match=culprit):
@@ -241,8 +244,8 @@ def train_cell(config, cell, base, data, monkeypatch, variant="grpo"):
 
 
 def short_run(**rl):
-    return _config(max_steps=STEPS, save_steps=100, log_completions={"every": 1, "prompts": 2}, max_completion_length=24,
-                   **rl)
+    return _config(max_steps=STEPS, save_steps=100, log_completions={"every": 1, "prompts": 2},
+                   max_completion_length=24, **rl)
 
 
 @pytest.mark.slow

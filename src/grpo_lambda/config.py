@@ -554,11 +554,14 @@ def _check_rewards(config: dict, model: str, source: str) -> None:
                           f"{_rl_key(config, model, 'rewards', False)}: give rl.rewards or its shorthand rl.reward, "
                           "not both")
     where = _rl_key(config, model, "rewards", False)
+    # The completion lengths the model's cells train with: a length reward's default limit (variants may differ).
+    lengths = {config["variants"][variant].get("max_completion_length", rl["trl"].get(
+        "max_completion_length", rl.get("max_completion_length", TRL_MAX_COMPLETION_LENGTH)))
+        for variant in model_variants(config, model)}
     names = {}
     for index, spec in enumerate(reward.reward_specs(rl)):
         try:
-            function = reward.reward_function(spec, max_completion_length=rl.get("max_completion_length",
-                                                                                 TRL_MAX_COMPLETION_LENGTH))
+            function = [reward.reward_function(spec, max_completion_length=length) for length in sorted(lengths)][0]
         except ValueError as error:
             raise ConfigError(f"{source}: {where}[{index}].name: {error}") from None
         if function.__name__ in names:

@@ -95,7 +95,7 @@ def variant_config_kwargs(variant: dict) -> dict:
         raise ValueError(f"variant must be a dict, got {type(variant).__name__}")
     objective = variant.get("objective")
     if objective is None:
-        raise ValueError(f"variant {variant!r}: key 'objective' is required, one of {OBJECTIVES}")
+        raise ValueError(f"variant {variant!r}: key 'objective' is required, one of {tuple(OBJECTIVES)}")
     check_objective("objective", objective)
 
     kwargs = {"objective": objective}
@@ -158,11 +158,6 @@ def _schema_defs() -> dict:
 
     text = resources.files("grpo_lambda").joinpath("schemas/config.schema.yaml").read_text()
     return yaml.safe_load(text)["$defs"]
-
-
-def variant_schema() -> dict:
-    """The schema's ``$defs/variant``."""
-    return _schema_defs()["variant"]
 
 
 @functools.lru_cache(maxsize=None)

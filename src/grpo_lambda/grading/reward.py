@@ -240,7 +240,7 @@ def user_reward(path: str):
         raise ValueError(f"{path!r} is not written module:function (e.g. my_rewards:length_penalty)")
     module_name, function_name = path.split(":")
     if "" not in sys.path:
-        sys.path.insert(0, "")  # the working directory, as `python -m` and `snakemake` have it
+        sys.path.insert(0, "")  # the working directory, as `python -m` has it
     try:
         module = importlib.import_module(module_name)
     except Exception as error:
