@@ -19,12 +19,13 @@ import csv
 import io
 import logging
 import math
+import os
 from pathlib import Path
 
 from transformers import TrainerCallback, TrainerState
 
 from grpo_lambda import files, fingerprint, provenance
-from grpo_lambda import completions, layout
+from grpo_lambda import completions, environment, layout
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, lora_config, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
@@ -290,8 +291,6 @@ def hashed_settings(settings: dict) -> dict:
 
 def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
     """Point TensorBoard at <cell>/tensorboard (one folder across resumes) unless TENSORBOARD_LOGGING_DIR says."""
-    import os
-
     from transformers.integrations import TensorBoardCallback
 
     for callback in trainer.callback_handler.callbacks:
@@ -323,6 +322,9 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     reward_funcs, weights = reward.reward_functions(reward.reward_specs(settings["rl"]),
                                                     max_completion_length=args.max_completion_length)
     log_columns = reward_columns([function.__name__ for function in reward_funcs], weights)
+    if "wandb" in args.report_to:  # one W&B project per study, one group per variant (unless set already)
+        for name, value in environment.wandb_names(settings, cell_dir).items():
+            os.environ.setdefault(name, value)
     peft_config = lora_config(settings["model"].get("lora"))
     lora_base = base if peft_config else None
     snapshots = SaveSnapshots(settings["checkpoints"], cell / "checkpoints", lora_base=lora_base)
