@@ -33,10 +33,10 @@ def test_a_swept_value_reads_as_written(value, text):
 def test_a_sweep_replaces_its_variant_by_one_variant_per_point():
     config = study.validate(swept({"learning_rate": [1e-5, 3e-5], "beta": [0.0, 0.04]}))
     names = list(config["variants"])
-    assert names == ["grpo@lr=1e-5,beta=0", "grpo@lr=1e-5,beta=0.04", "grpo@lr=3e-5,beta=0",
-                     "grpo@lr=3e-5,beta=0.04", "recent-trace-0.99"]  # in the place of the base, first key slowest
-    assert config["variants"]["grpo@lr=3e-5,beta=0.04"] == {"objective": "grpo", "learning_rate": 3e-5, "beta": 0.04}
-    assert variants.swept_variants(config)["grpo@lr=1e-5,beta=0.04"] == ("grpo", {"learning_rate": 1e-5, "beta": 0.04})
+    assert names == ["grpo.lr_1e-5.beta_0", "grpo.lr_1e-5.beta_0.04", "grpo.lr_3e-5.beta_0",
+                     "grpo.lr_3e-5.beta_0.04", "recent-trace-0.99"]  # in the place of the base, first key slowest
+    assert config["variants"]["grpo.lr_3e-5.beta_0.04"] == {"objective": "grpo", "learning_rate": 3e-5, "beta": 0.04}
+    assert variants.swept_variants(config)["grpo.lr_1e-5.beta_0.04"] == ("grpo", {"learning_rate": 1e-5, "beta": 0.04})
     assert study.validate(config) == config  # a validated config validates to itself
 
 
@@ -45,8 +45,8 @@ def test_a_model_that_lists_the_swept_variant_gets_its_points_and_a_label_carrie
     config["variants"]["recent-trace-0.99"]["label"] = "GRPO-λ"
     config["models"]["tiny"]["variants"] = ["recent-trace-0.99", "grpo"]
     config = study.validate(config)
-    assert config["models"]["tiny"]["variants"] == ["recent-trace-0.99@lam=0.9", "recent-trace-0.99@lam=0.99", "grpo"]
-    assert config["variants"]["recent-trace-0.99@lam=0.9"]["label"] == "GRPO-λ lam=0.9"
+    assert config["models"]["tiny"]["variants"] == ["recent-trace-0.99.lam_0.9", "recent-trace-0.99.lam_0.99", "grpo"]
+    assert config["variants"]["recent-trace-0.99.lam_0.9"]["label"] == "GRPO-λ lam=0.9"
 
 
 @pytest.mark.parametrize("sweep, culprit", [
@@ -54,9 +54,10 @@ def test_a_model_that_lists_the_swept_variant_gets_its_points_and_a_label_carrie
     ({"grpo": {"lr": [1e-5]}}, r"sweep\.grpo\.lr: unknown variant key"),
     ({"grpo": {"label": ["a", "b"]}}, r"sweep\.grpo\.label: 'label' names the variant"),
     ({"grpo": {"learning_rate": [1e-5, -1.0]}}, r"sweep\.grpo\.learning_rate\[1\]: -1\.0 is less than or equal to"),
-    ({"grpo": {"learning_rate": [1e-5, 1.0e-5]}}, r"sweep\.grpo: two points share the name 'grpo@lr=1e-5'"),
-    ({"grpo": {"lam": [0.5]}}, r"variants\.grpo@lam=0\.5\.lam applies to objective"),
-    ({"grpo": {"num_generations": [5]}}, r"variants\.grpo@num_generations=5\.num_generations \(5\) must divide"),
+    ({"grpo": {"learning_rate": [1e-5, 1.0e-5]}}, r"sweep\.grpo: two points share the name 'grpo\.lr_1e-5'"),
+    ({"grpo": {"lam": [0.5]}}, r"variants\.grpo\.lam_0\.5\.lam applies to objective"),
+    ({"grpo": {"num_generations": [5]}}, r"variants\.grpo\.num_generations_5\.num_generations \(5\) must divide"),
+    ({"grpo": {"lr_scheduler_type": ["a/b"]}}, r"sweep\.grpo: the point 'grpo\.lr_scheduler_type_a/b' is not a name"),
     ({"grpo": {"learning_rate": []}}, r"invalid value at 'sweep\.grpo\.learning_rate': \[\] should be non-empty"),
 ])
 def test_a_bad_sweep_is_refused_naming_it(sweep, culprit):
@@ -68,14 +69,14 @@ def test_a_bad_sweep_is_refused_naming_it(sweep, culprit):
 
 def test_a_point_named_like_a_written_variant_is_refused():
     config = swept({"learning_rate": [1e-5]})
-    config["variants"]["grpo@lr=1e-5"] = {"objective": "grpo"}
-    with pytest.raises(study.ConfigError, match=r"the swept variant 'grpo@lr=1e-5' is also defined under variants"):
+    config["variants"]["grpo.lr_1e-5"] = {"objective": "grpo"}
+    with pytest.raises(study.ConfigError, match=r"the swept variant 'grpo\.lr_1e-5' is also defined under variants"):
         study.validate(config)
 
 
 def test_a_variants_rl_settings_reach_trl_over_the_studys(tmp_path):
     config = study.validate(swept({"learning_rate": [1e-5, 3e-4], "num_generations": [4]}))
-    for name, lr in (("grpo@lr=1e-5,num_generations=4", 1e-5), ("grpo@lr=0.0003,num_generations=4", 3e-4)):
+    for name, lr in (("grpo.lr_1e-5.num_generations_4", 1e-5), ("grpo.lr_0.0003.num_generations_4", 3e-4)):
         settings = study.stage_settings(config, "train", model="tiny", dataset="arith", variant=name)
         args = train.build_config(settings, output_dir=str(tmp_path), seed=0)
         assert (args.learning_rate, args.num_generations) == (lr, 4) != (DEFAULT["rl"]["learning_rate"],
@@ -94,10 +95,10 @@ def cells(config, fingerprint_inputs):
 def test_changing_one_swept_value_never_resumes_or_supersedes_anothers_cell(tmp_path, fingerprint_inputs):
     first = cells(study.validate(swept({"learning_rate": [1e-5, 3e-5]}, seeds=[0, 1])), fingerprint_inputs)
     second = cells(study.validate(swept({"learning_rate": [1e-5, 1e-4]}, seeds=[0, 1])), fingerprint_inputs)
-    kept, dropped, added = "tiny/arith/grpo@lr=1e-5/seed0", "tiny/arith/grpo@lr=3e-5/seed0", \
-        "tiny/arith/grpo@lr=0.0001/seed0"
+    kept, dropped, added = "tiny/arith/grpo.lr_1e-5/seed0", "tiny/arith/grpo.lr_3e-5/seed0", \
+        "tiny/arith/grpo.lr_0.0001/seed0"
     assert {kept, dropped} <= set(first) and {kept, added} <= set(second) and dropped not in second
-    assert len({folder for folder in first if folder.startswith("tiny/arith/grpo@")}) == 4  # 2 values x 2 seeds
+    assert len({folder for folder in first if folder.startswith("tiny/arith/grpo.")}) == 4  # 2 values x 2 seeds
     assert first[kept] == second[kept]  # the untouched value's cell: same settings, same fingerprint
     assert first[dropped]["settings"] != second[added]["settings"]  # the learning rate is in the hashed settings
 
@@ -125,6 +126,6 @@ def test_a_sweep_over_two_learning_rates_plans_two_cell_folders_per_seed(tmp_pat
     path = tmp_path / "sweep.yaml"
     path.write_text(yaml.safe_dump(swept({"learning_rate": [1e-5, 3e-5]}, seeds=[0, 1])))
     assert planned_train_folders(path, tmp_path) == [
-        "tiny/arith/grpo@lr=1e-5/seed0", "tiny/arith/grpo@lr=1e-5/seed1",
-        "tiny/arith/grpo@lr=3e-5/seed0", "tiny/arith/grpo@lr=3e-5/seed1",
+        "tiny/arith/grpo.lr_1e-5/seed0", "tiny/arith/grpo.lr_1e-5/seed1",
+        "tiny/arith/grpo.lr_3e-5/seed0", "tiny/arith/grpo.lr_3e-5/seed1",
         "tiny/arith/recent-trace-0.99/seed0", "tiny/arith/recent-trace-0.99/seed1"]

@@ -23,8 +23,8 @@ import yaml
 
 from grpo_lambda import layout
 from grpo_lambda.data.prompts import TEMPLATES, template_problem
-from grpo_lambda.variants import (OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, check_objective, expand_sweep,
-                                  variant_config_kwargs)
+from grpo_lambda.variants import (OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, check_objective, expand_sweep, sweep_name,
+                                  sweep_points, variant_config_kwargs)
 
 
 class ConfigError(ValueError):
@@ -114,8 +114,8 @@ def _expand_sweep(config: dict, source: str) -> None:
         expanded = expand_sweep(config["variants"], sweep)
     except ValueError as error:
         raise ConfigError(f"{source}: {error}") from None
-    made = {base: [name for name in expanded if name.partition("@")[0] == base and name not in config["variants"]]
-            for base in sweep}
+    made = {base: [sweep_name(base, point) for point in sweep_points(grid)] for base, grid in sweep.items()
+            if base in config["variants"]}  # (a base already expanded is gone from variants)
     config["variants"] = expanded
     for spec in config["models"].values():
         if "variants" in spec:

@@ -22,6 +22,7 @@ from __future__ import annotations
 import functools
 import itertools
 import math
+import re
 
 # Objective -> what it is (docs/objectives.md has its formula): the registry that the config's checks, the
 # trainer's config and the docs test read.
@@ -72,8 +73,10 @@ TRL_KEYS = ("loss_type", "scale_rewards", "importance_sampling_level", "epsilon"
 RL_KEYS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "num_generations",
            "temperature", "top_p", "max_completion_length")
 VARIANT_KEYS = (*DISPLAY_KEYS, *OBJECTIVE_KEYS, *TRL_KEYS, *RL_KEYS)
-# A swept key's short name in a variant's name (grpo@lr=1e-5); other keys keep their own.
+# A swept key's short name in a variant's name (grpo.lr_1e-5); other keys keep their own.
 SWEEP_SHORT_NAMES = {"learning_rate": "lr"}
+# The characters of a variant's name: a cell folder's, a Snakemake wildcard's and a hub repo name's (publish).
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def variant_config_kwargs(variant: dict) -> dict:
@@ -188,10 +191,15 @@ def sweep_value_text(value) -> str:
     return str(value)
 
 
+def sweep_pairs(values: dict) -> list[tuple[str, str]]:
+    """(short key, value text) of a sweep point's values (keys shortened by SWEEP_SHORT_NAMES)."""
+    return [(SWEEP_SHORT_NAMES.get(key, key), sweep_value_text(value)) for key, value in values.items()]
+
+
 def sweep_name(base: str, values: dict) -> str:
-    """The variant of ``base`` with ``values``: ``base@key=value,key=value`` (keys shortened by SWEEP_SHORT_NAMES)."""
-    return base + "@" + ",".join(f"{SWEEP_SHORT_NAMES.get(key, key)}={sweep_value_text(value)}"
-                                 for key, value in values.items())
+    """The variant of ``base`` with ``values``: ``base.key_value.key_value`` (``grpo.lr_1e-5.beta_0.04``), in the
+    characters a variant name, a cell folder and a hub repo name share."""
+    return ".".join([base, *(f"{key}_{text}" for key, text in sweep_pairs(values))])
 
 
 def sweep_points(grid: dict) -> list[dict]:
@@ -218,21 +226,24 @@ def expand_sweep(variants: dict, sweep: dict) -> dict:
                 raise ValueError(f"sweep.{base}.{key}: unknown variant key; known keys: {list(VARIANT_KEYS)}")
             for index, value in enumerate(values):
                 check_value(f"sweep.{base}.{key}[{index}]", key, value)
+        odd = [name for name in names if not NAME.match(name) or ".." in name]
+        if odd:
+            raise ValueError(f"sweep.{base}: the point {odd[0]!r} is not a name a cell folder and a hub repo can take")
         if len(set(names)) != len(names):
             repeated = sorted({name for name in names if names.count(name) > 1})
             raise ValueError(f"sweep.{base}: two points share the name {repeated[0]!r}; a value is given twice")
         clash = [name for name in names if name in variants]
         if clash:
             raise ValueError(f"sweep.{base}: the swept variant {clash[0]!r} is also defined under variants")
-        expanded[base] = {name: {**variants[base], **point} for name, point in zip(names, sweep_points(grid))}
+        label = variants[base].get("label")
+        expanded[base] = {}
+        for name, point in zip(names, sweep_points(grid)):
+            expanded[base][name] = {**variants[base], **point}
+            if label:  # the base's display name, with the point's values
+                expanded[base][name]["label"] = label + " " + ", ".join(f"{k}={v}" for k, v in sweep_pairs(point))
     result = {}
     for name, variant in variants.items():
         result.update(expanded.get(name, {name: variant}))
-    for base, points in expanded.items():
-        label = variants[base].get("label")
-        for name, variant in points.items():
-            if label:  # the base's display name, with the point's values
-                variant["label"] = f"{label} {name.partition('@')[2]}"
     return result
 
 
