@@ -129,6 +129,16 @@ def model_dir(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
+def fingerprint_inputs(tmp_path_factory):
+    """(base model folder, data file): stand-ins that a resume fingerprint hashes (fingerprint.compute)."""
+    folder = tmp_path_factory.mktemp("fingerprint-inputs")
+    (folder / "base").mkdir()
+    (folder / "base" / "config.json").write_text("{}")
+    (folder / "data.jsonl").write_text('{"id": "a", "problem": "1+1", "answer": "2"}\n')
+    return str(folder / "base"), str(folder / "data.jsonl")
+
+
+@pytest.fixture(scope="module")
 def tree_config():
     """The synthetic results tree's config (a test module may override this fixture to shrink the tree)."""
     from results_tree import make_config

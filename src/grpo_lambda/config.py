@@ -24,7 +24,9 @@ import jsonschema
 import yaml
 
 from grpo_lambda import layout
-from grpo_lambda.variants import OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, variant_config_kwargs
+from grpo_lambda.data.prompts import TEMPLATES, template_problem
+from grpo_lambda.variants import (OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, check_objective, expand_sweep, sweep_name,
+                                  sweep_points, variant_config_kwargs)
 
 
 class ConfigError(ValueError):
@@ -261,6 +263,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
     if errors:
         error = jsonschema.exceptions.best_match(errors)
         raise ConfigError(f"{source}: invalid value at '{_key_path(error)}': {error.message}")
+    _expand_sweep(config, source)
     _check_values(config, source)
     _check_references(config, source)
     _check_data_names(config, source)
@@ -269,9 +272,28 @@ def validate(config: dict, *, source: str = "config") -> dict:
     _check_variants(config, source)
     for model in config["models"]:
         _check_rl(config, model, source)
+        _check_rewards(config, model, source)
+        _check_prompt(config, model, source)
     _check_report(config, source)
     check_environment(config, source)
     return config
+
+
+def _expand_sweep(config: dict, source: str) -> None:
+    """Replace each swept variant by its points, in ``variants`` and in every model's ``variants`` list."""
+    sweep = config.get("sweep") or {}
+    if not sweep:
+        return
+    try:
+        expanded = expand_sweep(config["variants"], sweep)
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    made = {base: [sweep_name(base, point) for point in sweep_points(grid)] for base, grid in sweep.items()
+            if base in config["variants"]}  # (a base already expanded is gone from variants)
+    config["variants"] = expanded
+    for spec in config["models"].values():
+        if "variants" in spec:
+            spec["variants"] = [name for listed in spec["variants"] for name in (made.get(listed) or [listed])]
 
 
 def check_environment(config: dict, source: str = "config", *, jobs: bool = False) -> None:
@@ -355,8 +377,9 @@ def _check_references(config: dict, source: str) -> None:
         if spec.get("lora") and importlib.util.find_spec("peft") is None:
             raise ConfigError(f"{source}: models.{model}.lora needs the peft package, which is not installed "
                               "(pip install -c envs/constraints-cpu.txt peft, or envs/requirements-*.txt)")
-        if spec["source"] == "tiny" and spec.get("prompt", "plain") != "plain":
-            raise ConfigError(f"{source}: models.{model}.prompt must be 'plain' for the tiny model")
+        if spec["source"] == "tiny" and spec.get("prompt", "plain") in TEMPLATES and spec.get("prompt") != "plain":
+            raise ConfigError(f"{source}: models.{model}.prompt must be 'plain' or a template string for the tiny "
+                              "model")
         steps = rl_settings(config, model)["max_steps"]
         late = [step for step in model_checkpoints(config, model) if step >= steps]
         if late:
@@ -470,6 +493,8 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
                   "lora": spec.get("lora")}
     if spec.get("revision"):
         model_part["revision"] = spec["revision"]
+    if "system_prompt" in spec:  # only when set, so that the cells of a config without one keep their params
+        model_part["system_prompt"] = spec["system_prompt"]
     if stage == "build_tiny":
         return {"name": model, "tiny": spec.get("tiny", {})}
     if stage == "sft":
@@ -613,6 +638,10 @@ def _check_variants(config: dict, source: str) -> None:
     then whatever else the trainer's config would refuse (`variant_config_kwargs`)."""
     for name, variant in config["variants"].items():
         objective = variant["objective"]
+        try:
+            check_objective(f"variants.{name}.objective", objective)
+        except ValueError as error:
+            raise ConfigError(f"{source}: {error}") from None
         for key in variant:
             objectives = OBJECTIVE_KEYS[key][1] if key in OBJECTIVE_KEYS else None
             if objectives is not None and objective not in objectives:
@@ -632,7 +661,7 @@ def _check_variants(config: dict, source: str) -> None:
 PIPELINE_TRL_KEYS = {"output_dir": None, "max_steps": "rl.max_steps", "seed": "seeds",
                      "logging_steps": None, "logging_nan_inf_filter": None, "save_strategy": None,
                      "save_steps": "rl.save_steps", "save_total_limit": None, "report_to": None,
-                     "reward_weights": None}
+                     "reward_weights": "the weights of rl.rewards"}
 
 
 # A base class imported from a package that re-exports it lazily -> the module that defines it.
@@ -756,11 +785,19 @@ def _check_rl(config: dict, model: str, source: str) -> None:
         if wrong:
             raise ConfigError(f"{source}: {_rl_key(config, model, key, True)} {wrong}")
 
+    for variant in model_variants(config, model):
+        _check_batch(config, model, variant, rl, fields, source)
+
+
+def _check_batch(config: dict, model: str, variant: str, rl: dict, fields: dict, source: str) -> None:
+    """The group size divides the generation batch, with the settings the variant's cells train with."""
+    trl, own = rl["trl"], config["variants"][variant]
+
     def value(key):
-        return trl.get(key, rl.get(key, fields.get(key)))
+        return own.get(key, trl.get(key, rl.get(key, fields.get(key))))
 
     def name(key):
-        return _rl_key(config, model, key, key in trl)
+        return f"variants.{variant}.{key}" if key in own else _rl_key(config, model, key, key in trl)
 
     per_device, generations = value("per_device_train_batch_size"), value("num_generations")
     steps, batch = value("steps_per_generation"), value("generation_batch_size")
@@ -783,3 +820,38 @@ def _check_rl(config: dict, model: str, source: str) -> None:
     if batch % generations:
         raise ConfigError(f"{source}: {name('num_generations')} ({generations}) must divide the generation batch "
                           f"({how} = {batch} completions per process), so that every prompt's group is whole")
+
+
+def _check_rewards(config: dict, model: str, source: str) -> None:
+    """rl.rewards (or rl.reward) names functions that exist and TRL can call, under distinct names, one trained."""
+    from grpo_lambda.grading import reward
+
+    rl = rl_settings(config, model)
+    if "reward" in rl and "rewards" in rl:
+        raise ConfigError(f"{source}: {_rl_key(config, model, 'reward', False)} and "
+                          f"{_rl_key(config, model, 'rewards', False)}: give rl.rewards or its shorthand rl.reward, "
+                          "not both")
+    where = _rl_key(config, model, "rewards", False)
+    # The completion lengths the model's cells train with: a length reward's default limit (variants may differ).
+    lengths = {config["variants"][variant].get("max_completion_length", rl["trl"].get(
+        "max_completion_length", rl.get("max_completion_length", TRL_MAX_COMPLETION_LENGTH)))
+        for variant in model_variants(config, model)}
+    names = {}
+    for index, spec in enumerate(reward.reward_specs(rl)):
+        try:
+            function = [reward.reward_function(spec, max_completion_length=length) for length in sorted(lengths)][0]
+        except ValueError as error:
+            raise ConfigError(f"{source}: {where}[{index}].name: {error}") from None
+        if function.__name__ in names:
+            raise ConfigError(f"{source}: {where}[{index}]: {spec['name']!r} is logged as {function.__name__!r}, "
+                              f"like {where}[{names[function.__name__]}]; TRL would mix their logs")
+        names[function.__name__] = index
+    if not any(spec.get("weight", 1.0) != 0 for spec in reward.reward_specs(rl)):
+        raise ConfigError(f"{source}: {where}: every weight is 0, so nothing trains; give one reward a weight")
+
+
+def _check_prompt(config: dict, model: str, source: str) -> None:
+    spec = config["models"][model]
+    problem = template_problem(spec.get("prompt", "qwen_math"), spec.get("system_prompt"))
+    if problem:
+        raise ConfigError(f"{source}: models.{model}.prompt: {problem}")

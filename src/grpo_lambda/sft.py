@@ -20,7 +20,7 @@ from grpo_lambda.saving import log_world_size, save_trained_model
 log = logging.getLogger(__name__)
 
 
-def sft_dataset(rows: list[dict], tokenizer, template: str):
+def sft_dataset(rows: list[dict], tokenizer, template: str, *, system_prompt: str | None = None):
     """Prompt/completion text pairs, the completion ending with eos so the model learns to stop; or, for
     rows of ``messages``, the conversations as they are (TRL formats them with the chat template)."""
     from datasets import Dataset
@@ -35,7 +35,7 @@ def sft_dataset(rows: list[dict], tokenizer, template: str):
             "set sft.data: self_distill to fine-tune on the base model's own correct samples, "
             "or sft.epochs: 0 to start RL from the base model")
     return Dataset.from_list([
-        {"prompt": prompt_text(tokenizer, template, row["problem"]),
+        {"prompt": prompt_text(tokenizer, template, row["problem"], system_prompt=system_prompt),
          "completion": row["solution"] + tokenizer.eos_token}
         for row in rows
     ])
@@ -68,7 +68,8 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
         from grpo_lambda.train import default_report_to, use_cell_tensorboard_folder
 
         rows = files.read_jsonl(data_path)
-        dataset = sft_dataset(rows, tokenizer, settings["model"]["prompt"])
+        dataset = sft_dataset(rows, tokenizer, settings["model"]["prompt"],
+                              system_prompt=settings["model"].get("system_prompt"))
         with tempfile.TemporaryDirectory(prefix="sft-") as scratch:
             args = SFTConfig(
                 output_dir=scratch,
