@@ -19,12 +19,13 @@ import csv
 import io
 import logging
 import math
+import os
 from pathlib import Path
 
 from transformers import TrainerCallback, TrainerState
 
 from grpo_lambda import files, fingerprint, provenance
-from grpo_lambda import completions, layout
+from grpo_lambda import completions, launch, layout
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, lora_config, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
@@ -252,6 +253,8 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
     kwargs["reward_weights"] = [1.0, 0.0]
     kwargs.update({key: rl[key] for key in TRL_KEYS if key in rl})
     kwargs.update(rl.get("trl", {}))
+    if rl.get("vllm_mode") == "server" and os.environ.get(launch.SERVER_VARIABLE):
+        kwargs["vllm_server_base_url"] = os.environ[launch.SERVER_VARIABLE]  # the server the job started
     kwargs.update(variant_config_kwargs(settings["variant"]))
     kwargs.update(trainer_hardware_kwargs(rl))
     return GRPOLambdaConfig(output_dir=output_dir, max_steps=rl["max_steps"], seed=seed, **kwargs)
