@@ -159,6 +159,8 @@ def apply_trace(
         T = x.shape[-1]
         size = max(T, min(_DENSE_SMALLEST, DENSE_BELOW[form, style]))
         size = 1 << (size - 1).bit_length()  # a few cached sizes serve every batch width
+        if size * size * x.element_size() > DENSE_MAX_BYTES:
+            size = T  # rounded up, W would outgrow its bound
         matrix = _dense_weights(size, n, kappa, style, form, eps, x.dtype, x.device)[:T, :T]
         with torch.autocast(x.device.type, enabled=False):  # in x's dtype, also inside a bf16 autocast region
             y = x @ matrix.T
