@@ -108,7 +108,7 @@ def launcher(w, resources):
                                      cpu=gpus == 0)
     # A train job with rl.vllm_mode server first starts TRL's vLLM server on its last GPUs (grpo_lambda.launch).
     server = launch.server_words(config, w.model) if "variant" in w.keys() else []
-    processes = int(resources.get("processes", 0) or gpus) - launch.server_gpus(server)
+    processes = int(resources.get("processes", 0) or gpus - launch.server_gpus(server))
     if processes <= 1:
         return [*server, "grpo-lambda"]
     # With no GPU, torch.distributed runs on gloo and bf16 is off.
