@@ -179,3 +179,18 @@ def test_a_server_mode_train_job_is_wrapped_and_leaves_the_servers_gpu_out(tmp_p
     assert all("--num_processes 2 " in line for line in trains)  # 3 GPUs: 1 serves, 2 train
     sft = [line for line in commands if " sft --settings" in line]
     assert sft and not any("--vllm-server" in line for line in sft)
+
+
+def test_the_train_stage_hands_the_started_server_to_trl(monkeypatch):
+    from grpo_lambda import config as study
+    from grpo_lambda import train
+
+    assert train.VLLM_SERVER_VARIABLE == launch.SERVER_VARIABLE
+    config = study.load(ROOT / "config" / "config.yaml")
+    config["rl"].update(use_vllm=True, vllm_mode="server")
+    settings = study.stage_settings(config, "train", model="tiny", dataset="arith", variant="grpo")
+    monkeypatch.setenv(launch.SERVER_VARIABLE, "http://10.0.0.7:40123")
+    assert train.build_config(settings, output_dir="o", seed=0).vllm_server_base_url == "http://10.0.0.7:40123"
+    config["rl"]["vllm_mode"] = "colocate"  # a colocated engine ignores it
+    settings = study.stage_settings(config, "train", model="tiny", dataset="arith", variant="grpo")
+    assert train.build_config(settings, output_dir="o", seed=0).vllm_server_base_url is None

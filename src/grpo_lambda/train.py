@@ -25,7 +25,7 @@ from pathlib import Path
 from transformers import TrainerCallback, TrainerState
 
 from grpo_lambda import files, fingerprint, provenance
-from grpo_lambda import completions, launch, layout
+from grpo_lambda import completions, environment, layout
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, lora_config, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
@@ -56,6 +56,9 @@ LOG_COLUMNS = {
     "learning_rate": "learning_rate",
     "step_time": "step_time",
 }
+# The vLLM server a train job started for itself (grpo_lambda.launch --vllm-server, its SERVER_VARIABLE;
+# not imported from there, so that the launcher stays out of the training code's fingerprint).
+VLLM_SERVER_VARIABLE = "GRPO_LAMBDA_VLLM_SERVER"
 # Passed to TRL as they are when present in the rl settings.
 TRL_KEYS = (
     "learning_rate", "lr_scheduler_type", "warmup_steps", "num_generations", "per_device_train_batch_size",
@@ -253,8 +256,8 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
     kwargs["reward_weights"] = [1.0, 0.0]
     kwargs.update({key: rl[key] for key in TRL_KEYS if key in rl})
     kwargs.update(rl.get("trl", {}))
-    if rl.get("vllm_mode") == "server" and os.environ.get(launch.SERVER_VARIABLE):
-        kwargs["vllm_server_base_url"] = os.environ[launch.SERVER_VARIABLE]  # the server the job started
+    if rl.get("vllm_mode") == "server" and os.environ.get(VLLM_SERVER_VARIABLE):
+        kwargs["vllm_server_base_url"] = os.environ[VLLM_SERVER_VARIABLE]  # the server the job started
     kwargs.update(variant_config_kwargs(settings["variant"]))
     kwargs.update(trainer_hardware_kwargs(rl))
     return GRPOLambdaConfig(output_dir=output_dir, max_steps=rl["max_steps"], seed=seed, **kwargs)
@@ -262,8 +265,6 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
 
 def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
     """Point TensorBoard at <cell>/tensorboard (one folder across resumes) unless TENSORBOARD_LOGGING_DIR says."""
-    import os
-
     from transformers.integrations import TensorBoardCallback
 
     for callback in trainer.callback_handler.callbacks:
@@ -291,6 +292,9 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"])
     dataset, prompt_counts = drop_long_prompts(dataset, tokenizer, settings["rl"].get("max_prompt_length"))
     args = build_config(settings, output_dir=str(resume_dir), seed=seed)
+    if "wandb" in args.report_to:  # one W&B project per study, one group per variant (unless set already)
+        for name, value in environment.wandb_names(settings, cell_dir).items():
+            os.environ.setdefault(name, value)
     peft_config = lora_config(settings["model"].get("lora"))
     lora_base = base if peft_config else None
     snapshots = SaveSnapshots(settings["checkpoints"], cell / "checkpoints", lora_base=lora_base)
