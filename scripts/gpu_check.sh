@@ -18,13 +18,18 @@ cd "$(dirname "$0")/.."
 ROOT=$PWD
 
 # The machine's image lacks these (its python3 is 3.12 with torch 2.11, transformers 5.17, accelerate,
-# peft, pandas, pyarrow, huggingface-hub, sympy, tensorboard, pytest): the CPU set's versions.
-WHEELS=(trl==1.16.0 datasets==5.2.0 dill==0.4.1 multiprocess==0.70.19 math-verify==0.9.0
-        latex2sympy2_extended==1.11.0 antlr4-python3-runtime==4.13.2 jsonschema==4.26.0
-        jsonschema-specifications==2025.9.1 referencing==0.37.0 rpds-py==2026.9.1 tensorboardX==2.6.5)
+# peft, pandas, pyarrow, huggingface-hub, sympy, tensorboard, pytest), at the CPU lock's versions.
+MISSING=(trl datasets dill multiprocess math-verify latex2sympy2-extended antlr4-python3-runtime jsonschema
+         jsonschema-specifications referencing rpds-py tensorboardx)
 MACHINE_PYTHON=3.12
 
 if [ "${1:-}" = wheels ]; then
+  WHEELS=()
+  for name in "${MISSING[@]}"; do
+    pin=$(grep -i "^$name==" envs/lock-cpu.txt | cut -d' ' -f1)
+    [ -n "$pin" ] || { echo "envs/lock-cpu.txt pins no $name"; exit 1; }
+    WHEELS+=("$pin")
+  done
   rm -rf wheelhouse && mkdir -p wheelhouse
   python3 -m pip download -q --no-deps --only-binary=:all: --python-version "$MACHINE_PYTHON" --implementation cp \
     --platform manylinux_2_28_x86_64 --platform manylinux_2_17_x86_64 --platform manylinux2014_x86_64 \
