@@ -139,7 +139,7 @@ step bench_traces 90 "$OUT/bench_traces.txt" "$PYTHON" benchmarks/bench_traces.p
 step bench_step 120 "$OUT/bench_step-qwen2.5-1.5b.txt" "$PYTHON" benchmarks/bench_step.py "${DEVICE_CHECK[@]}" \
   --shape qwen2.5-1.5b "${STEP[@]}"
 step preflight 300 "$OUT/preflight.txt" "$PYTHON" -m grpo_lambda.cli preflight --configfile config/config.yaml \
-  --work "$WORK/preflight" --json "$OUT/preflight.json" "${PREFLIGHT[@]}"
+  --work "$WORK/preflight" --json "$OUT/preflight.json" ${PREFLIGHT[@]+"${PREFLIGHT[@]}"}
 if [ $? != 0 ]; then  # the failing stages' logs, for the record that comes back
   for log in $(ls -t "$WORK"/preflight/*.log "$WORK"/preflight/*/logs/*.log "$WORK"/preflight/*/*.log 2>/dev/null | head -3); do
     { echo "=== $log"; tail -n 25 "$log"; } >> "$OUT/preflight.txt"
