@@ -142,7 +142,7 @@ step preflight 300 "$OUT/preflight.txt" "$PYTHON" -m grpo_lambda.cli preflight -
   --work "$WORK/preflight" --json "$OUT/preflight.json" ${PREFLIGHT[@]+"${PREFLIGHT[@]}"}
 if [ $? != 0 ]; then  # the failing stages' logs, for the record that comes back
   for log in $(ls -t "$WORK"/preflight/*.log "$WORK"/preflight/*/logs/*.log "$WORK"/preflight/*/*.log 2>/dev/null | head -3); do
-    { echo "=== $log"; tail -n 25 "$log"; } >> "$OUT/preflight.txt"
+    { echo "=== $log"; tail -n 25 "$log" | cut -c1-300; } >> "$OUT/preflight.txt"
   done
 fi
 if [ $(( BUDGET - ($(date +%s) - START) )) -ge $(( 75 * SCALE )) ]; then
