@@ -14,6 +14,41 @@ os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ[
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+# ------------------------------------------------------------------------------------------------
+# Tests marked `gpu`: run where torch sees a CUDA device, skipped with the reason elsewhere
+# ------------------------------------------------------------------------------------------------
+
+# GRPO_LAMBDA_GPU_TESTS_ON=cpu runs the gpu tests on the CPU (their device fixture gives "cpu" and the trace
+# operator takes the GPU's dispatch): a check of the tests themselves where there is no GPU, not of a GPU.
+GPU_TESTS_ON = os.environ.get("GRPO_LAMBDA_GPU_TESTS_ON", "cuda")
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_tests = [item for item in items if "gpu" in item.keywords]
+    if not gpu_tests or GPU_TESTS_ON == "cpu":
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason=f"no CUDA device (torch {torch.__version__}, built for CUDA "
+                                   f"{torch.version.cuda or 'none'}): run on a GPU machine (docs/testing.md)")
+    for item in gpu_tests:
+        item.add_marker(skip)
+
+
+@pytest.fixture
+def gpu_device(monkeypatch):
+    """The device of a `gpu` test: "cuda", or "cpu" under GRPO_LAMBDA_GPU_TESTS_ON=cpu, where the trace
+    operator is made to dispatch as on CUDA."""
+    if GPU_TESTS_ON == "cpu":
+        from grpo_lambda import traces
+
+        monkeypatch.setattr(traces, "DENSE_DEVICES", ("cpu", "cuda"))
+        return "cpu"
+    return "cuda"
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A small tiny model (and its tokenizer) saved once for the whole session."""

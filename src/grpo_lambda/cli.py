@@ -133,6 +133,25 @@ def cmd_status(args) -> None:
         raise SystemExit(1)
 
 
+def cmd_preflight(args) -> None:
+    """Exit 0 on go, 1 on no-go; the JSON record is written either way."""
+    from pathlib import Path
+
+    from grpo_lambda import preflight
+
+    unknown = [name for name in args.skip if name not in preflight.CHECKS]
+    if unknown:
+        raise UsageError(f"--skip {unknown[0]}: no such check; the checks: {', '.join(preflight.CHECKS)}")
+    config = _load_config(args.configfile)
+    record = preflight.run(config, cpu=args.cpu, quick=args.quick, skip=args.skip, work=args.work,
+                           study_config=args.study_config, out=lambda line: print(line, flush=True))
+    path = Path(args.json or Path(args.work) / "preflight.json")
+    preflight.write(record, path)
+    print(f"record: {path}")
+    if record["verdict"] != "go":
+        raise SystemExit(1)
+
+
 def cmd_completions(args) -> None:
     from grpo_lambda import completions
 
@@ -373,6 +392,26 @@ def parser() -> argparse.ArgumentParser:
                      help="a started cell with no write for longer is stalled, not running (default: %(default)s)")
     sub.add_argument("--json", action="store_true", help="print the cells and totals as JSON, for scripts")
     sub.set_defaults(handler=cmd_status)
+
+    sub = stages.add_parser(
+        "preflight", help="check a (GPU) node before a grid runs on it: one line per check, go/no-go, a JSON record",
+        description="Checks, in order: package versions, CUDA, bf16, an all-reduce across the visible GPUs, the "
+                    "hub (the config's models and datasets cached or reachable), free disk against the grid's "
+                    "estimate, the step-time ratio on a Qwen2.5-1.5B-shaped model, the embedded default study "
+                    "for one seed, and a 2-step train cell with colocated vLLM (when installed). Exit status 0 "
+                    "on go, 1 on no-go (docs/cluster.md).")
+    sub.add_argument("--configfile", metavar="FILE", default="config/config.yaml",
+                     help="the config the grid will run: its hub sources and disk estimate (default: %(default)s)")
+    sub.add_argument("--cpu", action="store_true",
+                     help="a node without a GPU: skip the GPU checks (without it, no GPU is a failure)")
+    sub.add_argument("--quick", action="store_true", help="skip the slow checks: step-ratio, study, vllm-colocate")
+    sub.add_argument("--skip", nargs="+", default=[], metavar="CHECK", help="skip these checks")
+    sub.add_argument("--study-config", metavar="FILE", default="config/config.yaml",
+                     help="the study the study check runs for one seed (default: %(default)s)")
+    sub.add_argument("--work", metavar="DIR", default="results/preflight",
+                     help="folder for the checks' runs and logs (default: %(default)s)")
+    sub.add_argument("--json", metavar="FILE", help="the JSON record (default: WORK/preflight.json)")
+    sub.set_defaults(handler=cmd_preflight)
 
     sub = stages.add_parser("completions", help="print a cell's latest logged training completions",
                             description="The completions a cell logged at its latest (or a given) step "

@@ -56,6 +56,9 @@ LOG_COLUMNS = {
     "learning_rate": "learning_rate",
     "step_time": "step_time",
 }
+# The vLLM server a train job started for itself (grpo_lambda.launch --vllm-server, its SERVER_VARIABLE;
+# not imported from there, so that the launcher stays out of the training code's fingerprint).
+VLLM_SERVER_VARIABLE = "GRPO_LAMBDA_VLLM_SERVER"
 # Passed to TRL as they are when present in the rl settings.
 TRL_KEYS = (
     "learning_rate", "lr_scheduler_type", "warmup_steps", "num_generations", "per_device_train_batch_size",
@@ -275,6 +278,8 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
     kwargs["reward_weights"] = [float(spec.get("weight", 1.0)) for spec in reward_specs(rl)]
     kwargs.update({key: rl[key] for key in TRL_KEYS if key in rl})
     kwargs.update(rl.get("trl", {}))
+    if rl.get("vllm_mode") == "server" and os.environ.get(VLLM_SERVER_VARIABLE):
+        kwargs["vllm_server_base_url"] = os.environ[VLLM_SERVER_VARIABLE]  # the server the job started
     kwargs.update(variant_config_kwargs(settings["variant"]))
     kwargs.update(trainer_hardware_kwargs(rl))
     return GRPOLambdaConfig(output_dir=output_dir, max_steps=rl["max_steps"], seed=seed, **kwargs)

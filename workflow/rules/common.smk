@@ -118,12 +118,14 @@ def launcher(w, resources):
         per_node = int(resources.get("processes", 0) or gpus // nodes or 1)
         return launch.launcher_words(nodes=nodes, processes_per_node=per_node, accelerate_config=accelerate_config,
                                      cpu=gpus == 0)
-    processes = int(resources.get("processes", 0) or gpus)
+    # A train job with rl.vllm_mode server first starts TRL's vLLM server on its last GPUs (grpo_lambda.launch).
+    server = launch.server_words(config, w.model) if "variant" in w.keys() else []
+    processes = int(resources.get("processes", 0) or gpus - launch.server_gpus(server))
     if processes <= 1:
-        return ["grpo-lambda"]
+        return [*server, "grpo-lambda"]
     # With no GPU, torch.distributed runs on gloo and bf16 is off.
     on_cpu = ["--mixed_precision", "no"] if gpus == 0 else []
-    return ["accelerate", "launch", "--config_file", accelerate_config,
+    return [*server, "accelerate", "launch", "--config_file", accelerate_config,
             "--num_processes", str(processes), "--main_process_port", "0", *on_cpu, "-m", "grpo_lambda.cli"]
 
 
