@@ -142,7 +142,7 @@ def cmd_preflight(args) -> None:
     unknown = [name for name in args.skip if name not in preflight.CHECKS]
     if unknown:
         raise UsageError(f"--skip {unknown[0]}: no such check; the checks: {', '.join(preflight.CHECKS)}")
-    config = _load_config(args.configfile)
+    config = _load_config(args)
     record = preflight.run(config, cpu=args.cpu, quick=args.quick, skip=args.skip, work=args.work,
                            study_config=args.study_config, out=lambda line: print(line, flush=True))
     path = Path(args.json or Path(args.work) / "preflight.json")
@@ -400,8 +400,7 @@ def parser() -> argparse.ArgumentParser:
                     "estimate, the step-time ratio on a Qwen2.5-1.5B-shaped model, the embedded default study "
                     "for one seed, and a 2-step train cell with colocated vLLM (when installed). Exit status 0 "
                     "on go, 1 on no-go (docs/cluster.md).")
-    sub.add_argument("--configfile", metavar="FILE", default="config/config.yaml",
-                     help="the config the grid will run: its hub sources and disk estimate (default: %(default)s)")
+    config_options(sub, default=["config/config.yaml"])  # the grid's study: its hub sources and disk estimate
     sub.add_argument("--cpu", action="store_true",
                      help="a node without a GPU: skip the GPU checks (without it, no GPU is a failure)")
     sub.add_argument("--quick", action="store_true", help="skip the slow checks: step-ratio, study, vllm-colocate")
