@@ -62,20 +62,22 @@ METHODS = ("auto", "dense", "scan")
 # to run the GPU's dispatch on a CPU.
 DENSE_DEVICES = ("cuda",)
 # Below these lengths a dense product with a cached W beat the O(T) operator on an H200 (forward +
-# backward, B = 8–16, float32 and bfloat16; ../shared/notes/gpu-h200.md): relative recent 0.20 ms dense
-# against 0.88 ms at T = 4096 and 3.33 against 0.67 ms at 32768; relative both 0.19 against 1.34 ms at
-# 4096, 3.32 against 1.49 at 32768; absolute 0.21 against 0.22 ms at 4096. The early style has the
-# absolute form's kernels.
+# backward, B = 8–16, float32 and bfloat16, `benchmarks/bench_traces.py --device cuda`; the table is in
+# benchmarks/README.md): the O(T) operator was first faster at T = 32768 for the relative forms (relative
+# both in float32: 2.01 against 3.34 ms), 16384 for absolute recent (0.26 against 1.13 ms) and 8192 for
+# absolute both and early in float32 (0.25 against 0.34 ms); each entry is the smaller of the two dtypes'
+# crossovers. DENSE_MAX_BYTES caps W below that for the relative forms (float32 W at T = 32768: 4 GiB).
 DENSE_BELOW = {
-    ("relative", "recent"): 8192,
-    ("relative", "both"): 16384,
-    ("relative", "early"): 4096,
-    ("absolute", "recent"): 4096,
-    ("absolute", "both"): 4096,
-    ("absolute", "early"): 4096,
+    ("relative", "recent"): 32768,
+    ("relative", "both"): 32768,
+    ("relative", "early"): 8192,
+    ("absolute", "recent"): 16384,
+    ("absolute", "both"): 8192,
+    ("absolute", "early"): 8192,
 }
-# The largest cached W (bytes, in x's dtype): float32 up to T = 8192, bfloat16 up to 11585.
-DENSE_MAX_BYTES = 256 * 2**20
+# The largest cached W (bytes, in x's dtype): float32 up to T = 16384, bfloat16 up to 23170; beyond, the
+# O(T) operator, whose memory is O(B·T).
+DENSE_MAX_BYTES = 2**30
 
 
 def trace_matrix(
