@@ -38,7 +38,7 @@ def make_config() -> dict:
         "seeds": SEEDS,
         "rl": {"max_steps": MAX_STEPS},
         "evaluation": {"checkpoints": [CHECKPOINT]},
-        "report": {"bootstrap": 200},
+        "report": {},
     }
 
 

@@ -9,7 +9,9 @@ with its confidence interval, and a prediction interval for one more run:
     x̄ ± t(K−1, (1 + level)/2) · s · √(1/K)        the mean over such runs
     x̄ ± t(K−1, (1 + level)/2) · s · √(1 + 1/K)    one more run
 
-over K runs, s their sample standard deviation: the textbook intervals for normal draws. Each run
+over K runs, s their sample standard deviation: the textbook t intervals for normal draws (a run's
+paired differences are per-run values too, so the mean gap over SFT models is the t interval of the
+per-run gaps). Each run
 is also set against the interval the others give (leave one out), and with ``check`` a further run
 (another machine's, say) against the interval of them all.
 """
@@ -22,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from grpo_lambda.stats import student_t_quantile
+from grpo_lambda.stats import t_quantile
 
 # The kinds of headline number, as named in the table's quantity column.
 _ACCURACY = "accuracy"
@@ -66,7 +68,7 @@ def _t_interval(values, level: float, scale) -> tuple[float, float, float]:
         raise ValueError(f"an interval over runs needs at least 2 runs, got {count}")
     mean = sum(values) / count
     spread = math.sqrt(sum((value - mean) ** 2 for value in values) / (count - 1))
-    half = student_t_quantile((1 + level) / 2, count - 1) * spread * scale(count)
+    half = t_quantile((1 + level) / 2, count - 1) * spread * scale(count)
     return mean, mean - half, mean + half
 
 
