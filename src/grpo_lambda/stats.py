@@ -33,8 +33,9 @@ with E the doubly centred U of the block (r, b). For a complete crossed layout w
 interaction effects this is exactly unbiased (the ANOVA estimator (MS_seed + MS_problem − MS_error)/SP);
 the plain CGM intersection term (raw U_gh²) would also subtract part of the problem variance, about
 1/S of it. A stratum of one seed (a single run, the SFT model) has no seed term: its interval is over
-problems alone; so has a stratum whose seed spread is no larger than its seed × problem part (seed
-variance estimated at or below zero: the truncated ANOVA estimator, which keeps V ≥ 0).
+problems alone. A stratum whose spread is no larger than the seed × problem part it holds (its own
+variance estimated at or below zero, e.g. two arms whose seeds move them alike) is left out, the
+interaction then counted once through the other side: the truncated ANOVA estimator, V ≥ 0.
 
 The interval is θ̂ ± t_{ν}·√V with ν from Welch–Satterthwaite over the components (each seed stratum
 has G_r − 1 degrees of freedom, each benchmark H_b − 1, each block their product): ν ≈ S − 1 when the
@@ -188,34 +189,46 @@ def linear_interval(terms: Sequence[Term], level: float = 0.95) -> Interval:
         scores[block] += np.where(observed, scale * matrix - scale * mean, 0.0)
     estimate = float(totals.sum())
 
-    row_strata = _strata([key for key, _ in row_index])
+    row_keys = list(dict.fromkeys(key for key, _ in row_index))
+    row_strata = [np.array([row for (key, _), row in row_index.items() if key == k]) for k in row_keys]
     column_strata = [np.arange(start, start + widths[key]) for key, start in column_index.items()]
-    components = _components(scores, row_strata, column_strata)
-    return _t_from(estimate, sum(sign * v for v, _, sign in components), components, level)
+    columns_of = list(column_index)
+    blocks = {(row_keys.index(term.seeds), columns_of.index(term.problems)) for term in terms}
+    components = _components(scores, row_strata, column_strata, blocks)
+    return _t_from(estimate, sum(c * v for v, _, c in components), components, level)
 
 
-def _components(scores: np.ndarray, row_strata: list[np.ndarray],
-                column_strata: list[np.ndarray]) -> list[tuple[float, int, int]]:
-    """The variance components of the module docstring as (variance, degrees of freedom, sign).
+def _components(scores: np.ndarray, row_strata: list[np.ndarray], column_strata: list[np.ndarray],
+                blocks: set[tuple[int, int]]) -> list[tuple[float, int, float]]:
+    """The variance components of the module docstring as (variance, degrees of freedom, coefficient).
 
-    A seed stratum whose spread is no larger than its seed × problem part (its seed variance estimated
-    at or below 0) is left out with that part: its interval is then over problems, whose component
-    holds the interaction once.
+    Each seed stratum r gives V_r (its seeds' spread), each benchmark b V_b (its problems' spread), each
+    block (r, b) of terms V_rb (the seed × problem part, which V_r and V_b both hold). A stratum whose
+    spread is no larger than the seed × problem parts it holds has its own variance estimated at or
+    below zero; it is left out (the truncated ANOVA estimator), and the blocks it shares count once
+    through the other side, or on their own when both sides are left out. A stratum that shares a
+    block with a one-seed stratum or a one-column benchmark is kept: there its seed × problem part
+    cannot be told apart.
     """
-    components = [(_spread(scores[:, columns].sum(axis=0)), len(columns) - 1, 1)
-                  for columns in column_strata if len(columns) > 1]
-    for rows in row_strata:
-        if len(rows) < 2:
-            continue
-        seeds = [(_spread(scores[rows].sum(axis=1)), len(rows) - 1, 1)]
-        for columns in column_strata:
-            if len(columns) > 1:
-                block = scores[np.ix_(rows, columns)]
-                residual = block - block.mean(axis=1, keepdims=True) - block.mean(axis=0, keepdims=True) + block.mean()
-                g, h = len(rows), len(columns)
-                seeds.append((g * h / ((g - 1) * (h - 1)) * float((residual ** 2).sum()), (g - 1) * (h - 1), -1))
-        if len(seeds) == 1 or sum(sign * v for v, _, sign in seeds) > 0:
-            components += seeds
+    seeds = {r: (_spread(scores[rows].sum(axis=1)), len(rows) - 1) for r, rows in enumerate(row_strata) if len(rows) > 1}
+    problems = {b: (_spread(scores[:, columns].sum(axis=0)), len(columns) - 1)
+                for b, columns in enumerate(column_strata) if len(columns) > 1}
+    crossed = {}
+    for r, b in blocks:
+        if r in seeds and b in problems:
+            block = scores[np.ix_(row_strata[r], column_strata[b])]
+            residual = block - block.mean(axis=1, keepdims=True) - block.mean(axis=0, keepdims=True) + block.mean()
+            g, h = block.shape
+            crossed[(r, b)] = (g * h / ((g - 1) * (h - 1)) * float((residual ** 2).sum()), (g - 1) * (h - 1))
+    kept_seeds = {r for r in seeds if any(b not in problems for rr, b in blocks if rr == r)
+                  or seeds[r][0] > sum(v for (rr, _), (v, _) in crossed.items() if rr == r)}
+    kept_problems = {b for b in problems if any(r not in seeds for r, bb in blocks if bb == b)
+                     or problems[b][0] > sum(v for (_, bb), (v, _) in crossed.items() if bb == b)}
+    components = [(*seeds[r], 1.0) for r in sorted(kept_seeds)] + [(*problems[b], 1.0) for b in sorted(kept_problems)]
+    for (r, b), (variance, df) in crossed.items():
+        coefficient = 1.0 - (r in kept_seeds) - (b in kept_problems)
+        if coefficient:
+            components.append((variance, df, coefficient))
     return components
 
 
@@ -224,20 +237,12 @@ def _spread(totals: np.ndarray) -> float:
     return len(totals) / (len(totals) - 1) * float(((totals - totals.mean()) ** 2).sum())
 
 
-def _strata(keys: list) -> list[np.ndarray]:
-    """Global row numbers grouped by their seeds key, in first-seen order."""
-    groups: dict = {}
-    for row, key in enumerate(keys):
-        groups.setdefault(key, []).append(row)
-    return [np.array(rows) for rows in groups.values()]
-
-
-def _t_from(estimate: float, variance: float, components: list[tuple[float, int, int]], level: float) -> Interval:
+def _t_from(estimate: float, variance: float, components: list[tuple[float, int, float]], level: float) -> Interval:
     """The t interval at ``variance`` with Welch–Satterthwaite degrees of freedom over ``components``."""
     if variance <= 0 or not components:
         return Interval(estimate, estimate, estimate, 0.0, float("inf")) if components else \
             Interval(estimate, float("nan"), float("nan"))
-    spread = sum(v * v / df for v, df, _ in components if v > 0)
+    spread = sum((c * v) ** 2 / df for v, df, c in components if v > 0)
     df = variance * variance / spread if spread > 0 else float("inf")
     half = t_quantile((1 + level) / 2, df) * math.sqrt(variance)
     return Interval(estimate, estimate - half, estimate + half, math.sqrt(variance), df)
