@@ -96,6 +96,7 @@ def read_raw(folder: str | os.PathLike) -> tuple[dict, RunData]:
     samples = samples.astype({key: value for key, value in _SAMPLE_DTYPES.items() if key in KEYS + ["mode"]})
     logs = pd.read_csv(folder / LOGS, dtype={"model": str, "dataset": str, "variant": str})
     provenance = pd.read_csv(folder / PROVENANCE, dtype=object, keep_default_na=False, na_values=[""])
+    provenance = provenance.astype(object).where(provenance.notna(), None)  # as collect_provenance leaves them
     if "files" in provenance:
         provenance["files"] = provenance["files"].astype(int)
     table = pd.read_csv(folder / COMPLETIONS, dtype={"model": str, "dataset": str, "variant": str, "phase": str,
