@@ -154,15 +154,18 @@ def _headline(config: dict, tables: dict, options: dict, spread: pd.DataFrame | 
 
 
 def _verdict_sentence(what: str, rows: pd.DataFrame, estimate: str, verdict: str, mde: str) -> str:
-    """"what: ahead: A (+x [lo, hi]), ...; not distinguishable: ... (detectable from ...)"."""
+    """"what: ahead: A (+x [lo, hi]), ...; not distinguishable: ..." with each line named, or, for more
+    than four lines of one verdict, their count and range (and for the undecided their detectable gap)."""
     parts = []
     for word in VERDICT_ORDER:
         chosen = rows[rows[verdict] == word]
         if chosen.empty:
             continue
-        if word == UNRESOLVED and len(chosen) > 3:
-            parts.append(f"{word}: the other {len(chosen)} (smallest detectable gap at 80% power "
-                         f"{_level(chosen[mde].min())} to {_level(chosen[mde].max())})")
+        if len(chosen) > 4:
+            note = (f"; smallest gap detectable at 80% power {_level(chosen[mde].min())} to {_level(chosen[mde].max())}"
+                    if word == UNRESOLVED else "")
+            parts.append(f"**{word}**: {len(chosen)} lines ({_signed(chosen[estimate].min())} to "
+                         f"{_signed(chosen[estimate].max())}{note})")
             continue
         named = ", ".join(f"{row.label} ({_interval(getattr(row, estimate), getattr(row, estimate + '_low'), getattr(row, estimate + '_high'), True)})"
                           for row in chosen.itertuples())
@@ -170,16 +173,26 @@ def _verdict_sentence(what: str, rows: pd.DataFrame, estimate: str, verdict: str
     return f"- {what}: " + "; ".join(parts) + ".\n" if parts else ""
 
 
+def _lines(count: int) -> str:
+    return f"{count} line{'s' if count != 1 else ''}"
+
+
 def _summary(config: dict, tables: dict, options: dict) -> str:
     baseline = variant_label(config, options["baseline"])
     paired = tables["paired"]
     paired = paired[(paired["dataset"] != ALL_DATASETS) & (paired["benchmark"] == AVERAGE)]
     speed = tables["learning_speed"].dropna(subset=["auc_vs_baseline"])
+    gains = tables["results_by_variant"]
+    gains = gains[(gains["benchmark"] == AVERAGE) & gains["gain"].notna()]
     texts: dict[tuple, str] = {}
+    for key, rows in _groups(gains):
+        texts[key] = _verdict_sentence(f"Accuracy ({_metric_text(config, options)}) gained over SFT, Holm over "
+                                       f"{_lines(len(rows))}", rows, "gain", "gain_verdict", "gain_mde")
     for key, rows in _groups(paired):
         seeds = int(rows["seeds"].max())
-        texts[key] = _verdict_sentence(f"Accuracy ({_metric_text(config, options)}) against {baseline}, {seeds} seeds, "
-                                       f"Holm over {len(rows)} lines", rows, "diff", "verdict", "mde")
+        texts[key] = texts.get(key, "") + _verdict_sentence(
+            f"Accuracy against {baseline}, {seeds} seeds paired, Holm over {_lines(len(rows))}", rows, "diff",
+            "verdict", "mde")
         auc = speed[(speed["model"] == key[0]) & (speed["dataset"] == key[1])]
         texts[key] += _verdict_sentence(f"Training-reward AUC against {baseline}", auc, "auc_vs_baseline",
                                         "auc_verdict", "auc_mde")
