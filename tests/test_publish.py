@@ -41,7 +41,8 @@ def published(tmp_path_factory):
                                     "<!-- end generated -->\n\n<!-- generated: other-run/summary -->\nnot this run's\n"
                                     "<!-- end generated -->\n")
     (repo / "docs" / RUN / "README.md").write_text(
-        "# the run\n\n" + "".join(f"<!-- generated: {RUN}/{name} -->\n<!-- end generated -->\n\n" for name in BLOCK_NAMES))
+        "# the run\n\n" + "".join(f"<!-- generated: {RUN}/{name} -->\n<!-- end generated -->\n\n"
+                                   for name in BLOCK_NAMES))
     done = subprocess.run([sys.executable, str(ROOT / "scripts" / "publish_run.py"), str(base / "study.yaml"),
                            str(repo / "docs" / RUN)], capture_output=True, text=True, cwd=base)
     assert done.returncode == 0, done.stderr[-3000:]

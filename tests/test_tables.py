@@ -513,3 +513,24 @@ def test_table1_averages_over_the_variants_present(tree, tmp_path):
     assert grpo["datasets"] == "math12k"
     assert lam["average"] == pytest.approx(np.mean([lam[b] for b in BENCHMARKS]))
     assert set(DATASETS) == {"math12k", "gsm8k"}
+
+
+def test_the_majority_vote_of_all_problems_at_once_is_the_per_problem_rule():
+    """collect.sampled_per_problem counts the votes of every problem in one pass; each problem's verdict must
+    be stats.majority_correct's (most frequent answer, ties to the first seen, blanks not voting)."""
+    from grpo_lambda.stats import majority_correct
+    from grpo_lambda.tables.collect import sampled_per_problem
+
+    rng = np.random.default_rng(0)
+    keys = {"model": "m", "dataset": "d", "variant": "v", "seed": 0, "step": "final", "benchmark": "b"}
+    rows = []
+    for pid in range(300):
+        for sample in range(int(rng.integers(1, 7))):
+            answer = [None, "", "1", "2", "3"][int(rng.integers(0, 5))]
+            rows.append({**keys, "id": str(pid), "mode": "sampled", "sample": sample, "extracted": answer,
+                         "correct": float(rng.random() < 0.5)})
+    frame = pd.DataFrame(rows)
+    per_problem = sampled_per_problem(frame).set_index("id")
+    for pid, group in frame.groupby("id"):
+        assert per_problem.loc[pid, "maj"] == majority_correct(list(group["extracted"]), list(group["correct"])), pid
+        assert per_problem.loc[pid, "samples"] == len(group) and per_problem.loc[pid, "right"] == group["correct"].sum()

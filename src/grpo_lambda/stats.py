@@ -210,7 +210,8 @@ def _components(scores: np.ndarray, row_strata: list[np.ndarray], column_strata:
     block with a one-seed stratum or a one-column benchmark is kept: there its seed × problem part
     cannot be told apart.
     """
-    seeds = {r: (_spread(scores[rows].sum(axis=1)), len(rows) - 1) for r, rows in enumerate(row_strata) if len(rows) > 1}
+    seeds = {r: (_spread(scores[rows].sum(axis=1)), len(rows) - 1)
+             for r, rows in enumerate(row_strata) if len(rows) > 1}
     problems = {b: (_spread(scores[:, columns].sum(axis=0)), len(columns) - 1)
                 for b, columns in enumerate(column_strata) if len(columns) > 1}
     crossed = {}

@@ -167,14 +167,19 @@ def _verdict_sentence(what: str, rows: pd.DataFrame, estimate: str, verdict: str
             parts.append(f"**{word}**: {len(chosen)} lines ({_signed(chosen[estimate].min())} to "
                          f"{_signed(chosen[estimate].max())}{note})")
             continue
-        named = ", ".join(f"{row.label} ({_interval(getattr(row, estimate), getattr(row, estimate + '_low'), getattr(row, estimate + '_high'), True)})"
-                          for row in chosen.itertuples())
+        named = ", ".join(
+            f"{row['label']} ({_interval(row[estimate], row[f'{estimate}_low'], row[f'{estimate}_high'], True)})"
+            for _, row in chosen.iterrows())
         parts.append(f"**{word}**: {named}")
     return f"- {what}: " + "; ".join(parts) + ".\n" if parts else ""
 
 
+def _count(count: int, what: str) -> str:
+    return f"{count} {what}{'s' if count != 1 else ''}"
+
+
 def _lines(count: int) -> str:
-    return f"{count} line{'s' if count != 1 else ''}"
+    return _count(count, "line")
 
 
 def _summary(config: dict, tables: dict, options: dict) -> str:
@@ -286,24 +291,27 @@ def _diagnostics(diagnostics: pd.DataFrame) -> str:
     return _titled(parts)
 
 
+def _state(dirty: bool) -> str:
+    return "with uncommitted changes" if dirty else "clean"
+
+
 def _provenance(info: dict) -> str:
-    made = info.get("made_by", {})
+    made, cells = info.get("made_by", {}), info.get("cells", {})
     commits = ", ".join(f"`{commit[:12]}`" for commit in made.get("commits", [])) or "unknown"
     versions = ", ".join(f"{name} {version}" for name, version in made.get("libraries", {}).items()) or "unknown"
-    lines = [f"- Config `{info.get('config', '?')}` (sha256 of the validated config `{info.get('config_sha256', '?')[:12]}`): "
-             f"{info.get('cells', {}).get('rl', '?')} RL cells, {info.get('cells', {}).get('evaluated', '?')} evaluated "
-             f"cell × benchmark files.",
-             f"- Trained and evaluated by commit {commits} ({'with uncommitted changes' if made.get('dirty') else 'clean'}); "
-             f"{versions}."]
+    lines = [f"- Config `{info.get('config', '?')}` (sha256 of the validated config "
+             f"`{info.get('config_sha256', '?')[:12]}`): {cells.get('rl', '?')} RL cells, "
+             f"{cells.get('evaluated', '?')} evaluated cell × benchmark files.",
+             f"- Trained and evaluated by commit {commits} ({_state(made.get('dirty'))}); {versions}."]
     timing = info.get("time", {})
     stages = timing.get("stages", {})
     if stages:
-        lines.append("- Jobs: " + "; ".join(f"{stage} {spent['jobs']} job{'s' if spent['jobs'] != 1 else ''}, "
-                                            f"{spent['wall_seconds'] / 60:.1f} min wall, {spent['cpu_seconds'] / 60:.1f} min CPU"
-                                            for stage, spent in stages.items()) + ".")
+        lines.append("- Jobs: " + "; ".join(
+            f"{stage} {_count(spent['jobs'], 'job')}, {spent['wall_seconds'] / 60:.1f} min wall, "
+            f"{spent['cpu_seconds'] / 60:.1f} min CPU" for stage, spent in stages.items()) + ".")
     if timing.get("wall_seconds"):
         lines.append(f"- The whole study: {timing['wall_seconds'] / 60:.1f} min wall (wall_seconds.txt).")
     published = info.get("published_with", {})
     lines.append(f"- Tables rebuilt from `raw/` by commit `{str(published.get('commit', 'unknown'))[:12]}` "
-                 f"({'with uncommitted changes' if published.get('dirty') else 'clean'}).")
+                 f"({_state(published.get('dirty'))}).")
     return "\n".join(lines) + "\n"

@@ -37,7 +37,8 @@ def diagnostics_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.Dat
                        "label": variant_label(config, variant), "seeds": runs["seed"].nunique(),
                        "steps": int(runs["step"].max())}
                 for name in DIAGNOSTICS:
-                    per_seed = (runs.groupby("seed")[name].mean() if name in runs else pd.Series(dtype=float))
-                    row.update(interval_columns(name, t_interval(per_seed.to_numpy(dtype=float), float(options["level"]))))
+                    per_seed = runs.groupby("seed")[name].mean() if name in runs else pd.Series(dtype=float)
+                    interval = t_interval(per_seed.to_numpy(dtype=float), float(options["level"]))
+                    row.update(interval_columns(name, interval))
                 rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS).astype({name: float for name in DIAGNOSTICS})

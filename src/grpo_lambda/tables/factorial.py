@@ -78,8 +78,7 @@ def factorial_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dic
                 rows.append({"model": model, "dataset": dataset, "metric": REWARD_AUC, "benchmark": "",
                              "effect": effect, "contrast": contrast, **interval_columns("estimate", interval),
                              "seeds": len(shared), **comparison_columns(interval, level, margins.get(REWARD_AUC))})
-    frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("p_holm", "p_equivalence_holm", "verdict")])
-    return add_verdicts(frame, "estimate", FAMILY, level)[COLUMNS]
+    return add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "estimate", FAMILY, level)
 
 
 def _auc_of(statistics: tuple, seeds: list[int]) -> np.ndarray:

@@ -46,7 +46,8 @@ CLAMP_DEFAULT = {"grpo_lambda": -0.1}  # trainer_config._resolve_advantage_clamp
 def described(config: dict, variant: str) -> str:
     """A variant's name from its fields: the method it is (GRPO, Dr. GRPO, DAPO, GSPO, OAR-G/P for the
     ``grpo`` objective; GRPO-λ's style/update/λ, as the paper's Appendix E names its columns, with the
-    form when the config mixes forms; P-/S-trace and λ), then what it adds (``+ DAPO``, ``+ clip-higher``, ``+ OAR-G``) or changes (``, no clamp``)."""
+    form when the config mixes forms; P-/S-trace and λ), then what it adds (``+ DAPO``, ``+ clip-higher``,
+    ``+ OAR-G``) or changes (``, no clamp``)."""
     spec = variant_spec(config, variant)
     kind = spec["objective"]
     if kind == "grpo":

@@ -128,10 +128,8 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
             row.update(comparison_columns(auc_gap, level, margin, prefix="auc_"))
             row.update(comparison_columns(steps_gap, level, None, prefix="steps_"))
             rows.append(row)
-    frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if not c.endswith(("_holm", "_verdict"))])
-    frame = add_verdicts(frame, "auc_vs_baseline", FAMILY, level, prefix="auc_")
-    frame = add_verdicts(frame, "steps_vs_baseline", FAMILY, level, prefix="steps_", lower_is_better=True)
-    return frame[COLUMNS]
+    frame = add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "auc_vs_baseline", FAMILY, level, prefix="auc_")
+    return add_verdicts(frame, "steps_vs_baseline", FAMILY, level, prefix="steps_", lower_is_better=True)
 
 
 def paired_gaps(seeds: list[int], values: tuple[np.ndarray, ...], base: tuple, level: float) -> list[Interval | None]:

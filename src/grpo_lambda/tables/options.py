@@ -129,8 +129,8 @@ def _factorial(config: dict, design) -> dict | None:
         by_levels[key] = variant
     missing = [key for key in [(a, b) for a in (False, True) for b in (False, True)] if key not in by_levels]
     if missing:
-        raise ValueError(f"{where}.cells: no variant for {', '.join(f'{factors[0]}: {a}, {factors[1]}: {b}' for a, b in missing)}"
-                         "; each of the four cells needs exactly one variant")
+        empty = ", ".join(f"{factors[0]}: {a}, {factors[1]}: {b}" for a, b in missing)
+        raise ValueError(f"{where}.cells: no variant for {empty}; each of the four cells needs exactly one variant")
     return {"factors": tuple(factors), "cells": by_levels}
 
 

@@ -57,5 +57,4 @@ def paired_table(cells: Cells, config: dict, options: dict) -> pd.DataFrame:
         for method, variants in method_variants(config, model, options).items():
             if method != "grpo" and variants != [baseline]:
                 add(model, ALL_DATASETS, method, method_label(config, method, variants), variants, datasets)
-    frame = pd.DataFrame(rows, columns=[c for c in COLUMNS if c not in ("p_holm", "p_equivalence_holm", "verdict")])
-    return add_verdicts(frame, "diff", FAMILY, level)[COLUMNS]
+    return add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "diff", FAMILY, level)

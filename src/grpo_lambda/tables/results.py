@@ -120,10 +120,8 @@ def results_by_variant(summary: pd.DataFrame, cells: Cells, config: dict, option
                          **comparison_columns(gain, level, margin, prefix="gain_"),
                          **_sampled_intervals(sampled, model, dataset, variant, members)})
     shown = [SAMPLED_COLUMNS[metric] for metric in sampled]
-    columns = [c for c in _BY_VARIANT_COLUMNS if c not in ("gain_p_holm", "gain_p_equivalence_holm", "gain_verdict")]
-    frame = pd.DataFrame(rows, columns=columns + _with_intervals(shown, sampled))
-    frame = add_verdicts(frame, "gain", GAIN_FAMILY, level, prefix="gain_")
-    return _order(frame[_BY_VARIANT_COLUMNS + _with_intervals(shown, sampled)], config)
+    frame = pd.DataFrame(rows, columns=_BY_VARIANT_COLUMNS + _with_intervals(shown, sampled))
+    return _order(add_verdicts(frame, "gain", GAIN_FAMILY, level, prefix="gain_"), config)
 
 
 def checkpoints_table(summary: pd.DataFrame, cells: Cells, config: dict) -> pd.DataFrame:

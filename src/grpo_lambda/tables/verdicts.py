@@ -51,7 +51,7 @@ def comparison_columns(interval: Interval | None, level: float, margin: float | 
 
 def add_verdicts(frame: pd.DataFrame, estimate: str, family: Sequence[str], level: float, prefix: str = "",
                  lower_is_better: bool = False) -> pd.DataFrame:
-    """Add ``{prefix}p_holm``, ``{prefix}p_equivalence_holm`` and ``{prefix}verdict`` to ``frame``,
+    """Set ``{prefix}p_holm``, ``{prefix}p_equivalence_holm`` and ``{prefix}verdict`` of ``frame`` (a copy),
     whose ``estimate`` column holds the differences and whose test columns :func:`comparison_columns` wrote.
     Holm runs within each group of equal ``family`` columns."""
     frame = frame.copy()
@@ -60,12 +60,14 @@ def add_verdicts(frame: pd.DataFrame, estimate: str, family: Sequence[str], leve
         if frame.empty:
             frame[f"{source}_holm"] = pd.Series(dtype=float)
             continue
+        frame[source] = frame[source].astype(float)
         frame[f"{source}_holm"] = (frame.groupby(list(family), sort=False, dropna=False)[source]
                                    .transform(lambda p: pd.Series(holm(p.to_numpy()), index=p.index)))
     alpha = 1.0 - level
-    frame[f"{prefix}verdict"] = [
+    frame[f"{prefix}verdict"] = pd.Series([
         verdict(value, p, p_eq, alpha, lower_is_better)
-        for value, p, p_eq in zip(frame[estimate], frame[f"{prefix}p_holm"], frame[f"{prefix}p_equivalence_holm"])]
+        for value, p, p_eq in zip(frame[estimate], frame[f"{prefix}p_holm"], frame[f"{prefix}p_equivalence_holm"])],
+        index=frame.index, dtype=object)
     return frame
 
 
