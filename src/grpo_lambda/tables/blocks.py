@@ -297,7 +297,8 @@ def _state(dirty: bool) -> str:
 
 def _provenance(info: dict) -> str:
     made, cells = info.get("made_by", {}), info.get("cells", {})
-    commits = ", ".join(f"`{commit[:12]}`" for commit in made.get("commits", [])) or "unknown"
+    commits = ", ".join(f"`{commit[:12]}{'+changes' if commit.endswith('+changes') else ''}`"
+                        for commit in made.get("commits", [])) or "unknown"
     versions = ", ".join(f"{name} {version}" for name, version in made.get("libraries", {}).items()) or "unknown"
     lines = [f"- Config `{info.get('config', '?')}` (sha256 of the validated config "
              f"`{info.get('config_sha256', '?')[:12]}`): {cells.get('rl', '?')} RL cells, "

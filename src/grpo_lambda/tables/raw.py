@@ -14,8 +14,9 @@ A raw folder holds:
 
 CSV compressed with gzip, not Parquet: readable by any tool and by pandas without pyarrow (which the
 pinned sets do not list), and byte-reproducible (gzip's timestamp is set to 0 and rows keep the order
-the results folder gives), so republishing unchanged data changes no committed byte. The default run
-is about 60 KB, the 15-line comparison about 400 KB.
+the results folder gives), so republishing unchanged data changes no committed byte. Measured: 81 KB
+for the 16,500 evaluated completions and 384 train-log rows of tests/results_tree.py's study, about 5
+bytes a completion.
 """
 
 from __future__ import annotations
