@@ -1,4 +1,4 @@
-"""Publish a finished run into docs/<run>/ (see grpo_lambda.publish): its raw files, every table rebuilt
+"""Publish a finished run into docs/<run>/ (see grpo_lambda.publish_run): its raw files, every table rebuilt
 from them with this checkout's code, the figures, run.json, and the generated blocks of README.md and
 docs/**/*.md named <run>/... .
 
@@ -6,7 +6,7 @@ docs/**/*.md named <run>/... .
 
 e.g. python scripts/publish_run.py config/compare.yaml docs/compare-run (the results folder is the
 config's `results` unless --results names another; --spread copies a `grpo-lambda spread` folder's
-spread.csv/md beside the run). Commit what it writes; tests/test_publish.py then checks that the
+spread.csv/md beside the run). Commit what it writes; tests/test_publish_run.py then checks that the
 committed tables and blocks are what the raw files give.
 """
 
@@ -28,7 +28,7 @@ def main(argv: list[str] | None = None) -> int:
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     from grpo_lambda.config import ConfigError
-    from grpo_lambda.publish import check_published, publish
+    from grpo_lambda.publish_run import check_published, publish
 
     try:
         written = publish(args.config, args.docs_dir, args.results, args.spread, args.partial)

@@ -105,7 +105,7 @@ def mean_over_seeds(model, dataset, variant, benchmark):
 # A whole study, as a finished run leaves it: random seed, problem and interaction effects, a check
 # line that writes GRPO's completions, a 2 × 2 clamp × trace design, sampled completions, train logs
 # with every diagnostic, provenance records, logged completions and job timings. What the publishing
-# tests (tests/test_publish.py) and the factorial and verdict tests read.
+# tests (tests/test_publish_run.py) and the factorial and verdict tests read.
 # --------------------------------------------------------------------------------------------------
 
 STUDY_BENCHMARKS = {"arith-1": 60, "arith-2": 40}

@@ -1,6 +1,6 @@
 """The published comparison (docs/compare-run/, written by `python scripts/publish_run.py config/compare.yaml
 docs/compare-run`): conclusion-level properties of its tables, never their digits. That the tables and the
-blocks are what the raw files give is tests/test_publish.py's."""
+blocks are what the raw files give is tests/test_publish_run.py's."""
 
 import json
 

@@ -1,7 +1,7 @@
 """Conclusion-level claims about the embedded default (docs/default-run/, written by
 `python scripts/publish_run.py config/config.yaml docs/default-run`), checked on the tables it published.
 Never exact values of a run: only what any machine's run should also show, inside its intervals. That the
-tables and the README's blocks are what the raw files give is tests/test_publish.py's."""
+tables and the README's blocks are what the raw files give is tests/test_publish_run.py's."""
 
 from __future__ import annotations
 

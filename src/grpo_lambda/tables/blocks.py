@@ -7,7 +7,7 @@ hand. A Markdown file holds a block between two markers,
 
 named ``<run>/<block>`` with ``<run>`` the folder under docs/ (``default-run``, ``compare-run``,
 ``clamp-trace-run``). ``scripts/publish_run.py`` fills every block of the run it publishes, in README.md
-and docs/**/*.md, from the tables it rebuilt from the run's raw files; tests/test_publish.py fails
+and docs/**/*.md, from the tables it rebuilt from the run's raw files; tests/test_publish_run.py fails
 when a committed block differs from what this module writes from the committed raw files.
 
 The blocks (:func:`run_blocks`): ``headline`` (Table 1's average accuracies, the paired GRPO-λ gap and,

@@ -15,7 +15,7 @@ import yaml
 
 from conftest import ROOT
 from grpo_lambda import config as study
-from grpo_lambda.publish import check_published, publish
+from grpo_lambda.publish_run import check_published, publish
 from grpo_lambda.tables.blocks import find_blocks
 from grpo_lambda.tables.build import build_tables, rebuild
 from grpo_lambda.tables.names import table_names
