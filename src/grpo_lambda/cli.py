@@ -1,9 +1,12 @@
 """grpo-lambda <stage>: one subcommand per pipeline stage; each Snakemake rule calls one.
 
-A stage takes its cell's settings either as JSON (--settings, what the rules pass: the settings are
-the rule's params, so a change reruns exactly the cells it touches) or from a config file and the
-cell's names (--config config/config.yaml --model tiny ...), for running a stage by hand.
-grpo-lambda status shows where a running grid stands.
+A stage takes its settings (one cell's; the whole study's for aggregate and figures; the hub sources for
+prefetch) either as JSON (--settings, what the rules pass: the settings are the rule's params, so a change
+reruns exactly the cells it touches) or from a study's config files and, for a cell's stage, the cell's
+names (--configfile config/config.yaml --model tiny ...), for running a stage by hand. Every command that
+reads a config takes --configfile STUDY [OVERLAY ...], merged as Snakemake merges them, and --set
+KEY.PATH=VALUE overrides (as snakemake --config). grpo-lambda status shows where a running grid stands;
+grpo-lambda validate checks a config.
 """
 
 from __future__ import annotations
@@ -21,53 +24,56 @@ class UsageError(Exception):
     """A missing or wrong argument: reported as one line, without a traceback."""
 
 
-# The cell names a stage may take with --config, and what each names.
+# The cell names a stage may take with --configfile, and what each names.
 CELL_OPTIONS = {
-    "model": "a model under models: in the --config file",
-    "dataset": "a training set under datasets: in the --config file",
-    "variant": "an objective variant under variants: in the --config file",
-    "benchmark": "a benchmark under benchmarks: in the --config file",
+    "model": "a model under models: in the config",
+    "dataset": "a training set under datasets: in the config",
+    "variant": "an objective variant under variants: in the config",
+    "benchmark": "a benchmark under benchmarks: in the config",
 }
+CONFIGFILE_HELP = ("the study's config file, then any overlays merged over it in order, as snakemake --configfile "
+                   "merges them")
+SET_HELP = ("override one key, as snakemake --config does: rl.max_steps=5, 'rl={max_steps: 5}', 'seeds=[0]' "
+            "(the value takes the schema's type); repeatable")
 # The config section each cell name is looked up in.
 _SECTIONS = {"model": "models", "dataset": "datasets", "variant": "variants", "benchmark": "benchmarks"}
 
 
-def _load_config(path: str) -> dict:
+def _load_config(args) -> dict:
+    """The study of --configfile (and its overlays) with the --set overrides, validated."""
     from grpo_lambda import config as config_module
 
     try:
-        return config_module.load(path)
-    except FileNotFoundError:
-        raise UsageError(f"config file {path} does not exist") from None
+        return config_module.load(args.configfile, args.set or ())
+    except FileNotFoundError as error:
+        raise UsageError(f"config file {error.filename} does not exist") from None
     except config_module.ConfigError as error:
         raise UsageError(str(error)) from None
     except Exception as error:  # a YAML syntax error, a folder given as a file, ...
-        raise UsageError(f"cannot read config file {path}: {str(error).splitlines()[0]}") from None
+        raise UsageError(f"cannot read config file {' '.join(args.configfile)}: {str(error).splitlines()[0]}") from None
 
 
 def _settings(args, stage: str, **cell) -> dict:
-    """The stage's settings: --settings JSON as given, or cut from --config for the named cell.
+    """The stage's settings: --settings JSON as given, or cut from --configfile for the named cell.
 
-    Every name in ``cell`` is required with --config, except for prepare, which takes exactly one
+    Every name in ``cell`` is required with --configfile, except for prepare, which takes exactly one
     of --dataset and --benchmark.
     """
+    config = _study(args)
     if args.settings:
-        return _json_settings(args.settings)
-    if not args.config:
-        raise UsageError("give --settings JSON or --config FILE with the cell's names")
-    config = _load_config(args.config)
+        return config
     given = {name: value for name, value in cell.items() if value is not None}
     if stage == "prepare":
         if len(given) != 1:
-            raise UsageError("with --config, name exactly one of --dataset NAME and --benchmark NAME")
+            raise UsageError("with --configfile, name exactly one of --dataset NAME and --benchmark NAME")
     else:
         missing = [name for name in cell if name not in given]
         if missing:
-            raise UsageError(f"with --config, also give {' '.join(f'--{name} NAME' for name in missing)} "
+            raise UsageError(f"with --configfile, also give {' '.join(f'--{name} NAME' for name in missing)} "
                              f"({_choices(config, missing[0])})")
     for name, value in given.items():
         if value not in config[_SECTIONS[name]]:
-            raise UsageError(f"--{name} {value!r} is not in {args.config}; {_choices(config, name)}")
+            raise UsageError(f"--{name} {value!r} is not in {' '.join(args.configfile)}; {_choices(config, name)}")
     from grpo_lambda import config as config_module
 
     return config_module.stage_settings(config, stage, **cell)
@@ -95,22 +101,36 @@ def _threads(args) -> None:
 
 
 def cmd_validate(args) -> None:
-    """Exit 0 with the cell count, or 2 with the one-line reason (no traceback) when it is invalid."""
+    """Exit 0 with the cell count (or the merged config, --show), or 2 with the one-line reason (no
+    traceback) when it is invalid or this environment cannot run its jobs."""
     from grpo_lambda import config as config_module
 
-    config = _load_config(args.config)
-    print(f"{args.config}: valid; {len(config_module.rl_cells(config))} RL cells")
+    config = _load_config(args)
+    name = " + ".join(args.configfile)
+    if not args.config_only:
+        try:
+            config_module.check_environment(config, name, jobs=True)
+        except config_module.ConfigError as error:
+            raise UsageError(str(error)) from None
+    if args.show:
+        print(json.dumps(config, indent=2))
+    else:
+        print(f"{name}: valid; {len(config_module.rl_cells(config))} RL cells")
 
 
 def cmd_status(args) -> None:
     from grpo_lambda import status
 
-    report = status.grid_status(_load_config(args.configfile), results=args.results,
+    report = status.grid_status(_load_config(args), results=args.results,
                                 stale_minutes=args.stale_minutes)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print("\n".join(status.format_status(report)))
+    failed = [cell["cell"] for cell in report["cells"] if cell["state"] == "failed"]
+    if failed:  # a script or a cron job sees it without parsing the lines
+        print(f"grpo-lambda status: {len(failed)} failed: {', '.join(failed)}", file=sys.stderr)
+        raise SystemExit(1)
 
 
 def cmd_completions(args) -> None:
@@ -139,14 +159,9 @@ def cmd_build_tiny(args) -> None:
 def cmd_prefetch(args) -> None:
     from grpo_lambda import files, prefetch
 
-    if args.settings:
-        settings = json.loads(args.settings)
-    elif args.config:
-        from grpo_lambda import config as config_module
-
-        settings = prefetch.hub_sources(config_module.load(args.config))
-    else:
-        raise SystemExit("grpo-lambda prefetch: give --settings JSON or --config FILE")
+    settings = _study(args)
+    if not args.settings:
+        settings = prefetch.hub_sources(settings)
     files.write_json(args.out, prefetch.run(settings))
 
 
@@ -154,7 +169,25 @@ def cmd_prepare(args) -> None:
     from grpo_lambda import prepare
 
     settings = _settings(args, "prepare", dataset=args.dataset, benchmark=args.benchmark)
-    prepare.run(settings, args.out)
+    if args.prefetched:
+        _require_files(prefetched=args.prefetched)
+    prepare.run(settings, args.out, prefetched=args.prefetched)
+
+
+def _model_folder(source: str, settings: dict) -> str:
+    """A hub model named by id, as the folder of its snapshot at the model's revision (from the cache the
+    prefetch rule filled, offline): every loader then reads those exact files. A folder stays as it is."""
+    from grpo_lambda import prefetch
+    from grpo_lambda.config import looks_local
+
+    if not prefetch.is_hub_model(source) or looks_local(source):
+        return source
+    revision = settings.get("model", {}).get("revision")
+    try:
+        return prefetch.fetch_model(source, revision)
+    except Exception as error:
+        raise UsageError(f"model {source!r} at revision {revision or 'of the default branch'} is not in the hub "
+                         f"cache; run the prefetch rule first ({str(error).splitlines()[0]})") from None
 
 
 def cmd_sft(args) -> None:
@@ -163,7 +196,7 @@ def cmd_sft(args) -> None:
     settings = _settings(args, "sft", model=args.model, dataset=args.dataset)
     _require_files(data=args.data)
     _threads(args)
-    sft.run(settings, base=args.base, data_path=args.data, out_dir=args.out)
+    sft.run(settings, base=_model_folder(args.base, settings), data_path=args.data, out_dir=args.out)
 
 
 def cmd_prepare_sft(args) -> None:
@@ -171,7 +204,8 @@ def cmd_prepare_sft(args) -> None:
 
     _threads(args)
     settings = _settings(args, "prepare_sft", model=args.model, dataset=args.dataset)
-    sft_data.run(settings, base=args.base, data_path=args.data, out=args.out, counts_path=args.counts)
+    sft_data.run(settings, base=_model_folder(args.base, settings), data_path=args.data, out=args.out,
+                 counts_path=args.counts)
 
 
 def cmd_train(args) -> None:
@@ -180,7 +214,8 @@ def cmd_train(args) -> None:
     settings = _settings(args, "train", model=args.model, dataset=args.dataset, variant=args.variant)
     _require_files(data=args.data)
     _threads(args)
-    train.run(settings, base=args.base, data_path=args.data, cell_dir=args.cell, seed=args.seed)
+    train.run(settings, base=_model_folder(args.base, settings), data_path=args.data, cell_dir=args.cell,
+              seed=args.seed)
 
 
 def cmd_evaluate(args) -> None:
@@ -189,8 +224,19 @@ def cmd_evaluate(args) -> None:
     settings = _settings(args, "evaluate", model=args.model, dataset=args.dataset, variant=args.variant)
     _require_files(bench=args.bench)
     _threads(args)
-    evaluate.run(settings, model_path=args.checkpoint, benchmark_paths=args.bench, out_dir=args.out_dir,
-                 seed=args.seed, step=args.step)
+    evaluate.run(settings, model_path=_model_folder(args.checkpoint, settings), benchmark_paths=args.bench,
+                 out_dir=args.out_dir, seed=args.seed, step=args.step)
+
+
+def cmd_publish(args) -> None:
+    from grpo_lambda import publish
+
+    settings = _settings(args, "publish", model=args.model, dataset=args.dataset, variant=args.variant)
+    try:
+        record = publish.run(settings, cell_dir=args.cell, seed=args.seed, out=args.out)
+    except (FileNotFoundError, PermissionError) as error:
+        raise UsageError(str(error)) from None
+    print(f"published {args.cell} to {record['repo_id']}: {record['commit_url']}")
 
 
 def _require_files(**options) -> None:
@@ -203,25 +249,27 @@ def _require_files(**options) -> None:
                 raise UsageError(f"--{option.replace('_', '-')} {path}: no such file")
 
 
-def _study(args, stage: str) -> dict:
-    """The whole config, for the stages that read every cell (aggregate, figures)."""
+def _study(args) -> dict:
+    """--settings JSON as given, or the whole config of --configfile and --set."""
     if args.settings:
+        if args.configfile or args.set:
+            raise UsageError("give --settings JSON or --configfile FILE (and --set), not both")
         return _json_settings(args.settings)
-    if not args.config:
-        raise UsageError("give --settings JSON or --config FILE")
-    return _load_config(args.config)
+    if not args.configfile:
+        raise UsageError("give --settings JSON or --configfile FILE")
+    return _load_config(args)
 
 
 def cmd_aggregate(args) -> None:
     from grpo_lambda.tables import write
 
-    print("\n".join(write.main(_study(args, "aggregate"), args.results, args.out)))
+    print("\n".join(write.main(_study(args), args.results, args.out)))
 
 
 def cmd_figures(args) -> None:
     from grpo_lambda import figures
 
-    config = _study(args, "figures")
+    config = _study(args)
     try:
         print("\n".join(figures.main(config, args.tables, args.out)))
     except FileNotFoundError as error:
@@ -269,6 +317,14 @@ def _step(text: str) -> str:
 
 
 THREADS_HELP = "torch CPU threads for this job (default: torch's choice)"
+# What --settings and --configfile hold, by what a stage reads: one cell, the whole study, the hub sources.
+SOURCE_HELP = {
+    "cell": ("the cell's settings as JSON (what the rules pass)",
+             "the study's config; the cell is named by the options below"),
+    "study": ("the whole config as JSON (what the rules pass)", "the study's config"),
+    "hub": ("the hub models and datasets to fetch, as JSON (what the rule passes)",
+            "every hub model and dataset the study's config reads"),
+}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -278,20 +334,30 @@ def parser() -> argparse.ArgumentParser:
     stages = root.add_subparsers(dest="stage", required=True, metavar="STAGE",
                                  title="stages", description="run `grpo-lambda STAGE --help` for a stage's options")
 
-    def stage(name, handler, help_text, cell=()):
-        """A stage that reads its cell's settings from --settings JSON or from --config and the cell's names."""
+    def config_options(sub, default=None):
+        """--configfile STUDY [OVERLAY ...] and --set KEY=VALUE: the one way every command reads a config."""
+        sub.add_argument("--configfile", nargs="+", metavar="FILE", default=default,
+                         help=CONFIGFILE_HELP + (f" (default: {' '.join(default)}, Snakemake's default)" if default else ""))
+        sub.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
+
+    def stage(name, handler, help_text, cell=(), reads="cell"):
+        """A stage that reads its settings from --settings JSON or from --configfile (and the cell's names)."""
         sub = stages.add_parser(name, help=help_text, description=help_text)
-        source = sub.add_mutually_exclusive_group()
-        source.add_argument("--settings", metavar="JSON", help="the cell's settings as JSON (what the rules pass)")
-        source.add_argument("--config", metavar="FILE", help="a config file; the cell is named by the options below")
+        settings_help, config_help = SOURCE_HELP[reads]
+        sub.add_argument("--settings", metavar="JSON", help=f"{settings_help}; or --configfile: {config_help}")
+        config_options(sub)
         for option in cell:
             sub.add_argument(f"--{option}", metavar="NAME", help=CELL_OPTIONS[option])
         sub.set_defaults(handler=handler)
         return sub
 
-    sub = stages.add_parser("validate", help="check a config file and count its RL cells",
-                            description="Check a config file against the schema and count its RL cells.")
-    sub.add_argument("config", metavar="FILE", help="the config file, e.g. config/paper.yaml")
+    sub = stages.add_parser("validate", help="check a study's config and count its RL cells",
+                            description="Check a study's config (its files merged, the overrides applied) against "
+                                        "the schema and the cross-checks, and count its RL cells.")
+    config_options(sub, default=["config/config.yaml"])
+    sub.add_argument("--show", action="store_true", help="print the merged, validated config (JSON) instead")
+    sub.add_argument("--config-only", action="store_true",
+                     help="leave out what only running jobs need (vLLM, DeepSpeed, a W&B key): a plan's check")
     sub.set_defaults(handler=cmd_validate)
 
     sub = stages.add_parser(
@@ -299,10 +365,9 @@ def parser() -> argparse.ArgumentParser:
         description="One line per RL cell of the config: done; running (last step, last reward, steps per "
                     "minute, time left); failed (the line of its job log that says why); stalled (started, "
                     "nothing written for --stale-minutes: a rerun resumes it); missing. Then the totals. "
-                    "Reads the results tree only, so it works while a grid is writing it.")
-    sub.add_argument("--configfile", metavar="FILE", default="config/config.yaml",
-                     help="the config the grid runs, as given to snakemake --configfile "
-                          "(default: %(default)s, Snakemake's default)")
+                    "Reads the results tree only, so it works while a grid is writing it. Exit status 1 when "
+                    "a cell failed (named on standard error), else 0.")
+    config_options(sub, default=["config/config.yaml"])
     sub.add_argument("--results", metavar="DIR", help="the results folder (default: the config's results:)")
     sub.add_argument("--stale-minutes", type=float, default=30.0, metavar="MIN",
                      help="a started cell with no write for longer is stalled, not running (default: %(default)s)")
@@ -320,12 +385,14 @@ def parser() -> argparse.ArgumentParser:
     sub = stage("build-tiny", cmd_build_tiny, "build and save the offline tiny model", ["model"])
     sub.add_argument("--out", required=True, metavar="DIR", help="folder to write the model and tokenizer to")
 
-    sub = stage("prefetch", cmd_prefetch, "download the study's hub models and datasets into $HF_HOME")
+    sub = stage("prefetch", cmd_prefetch, "download the study's hub models and datasets into $HF_HOME", reads="hub")
     sub.add_argument("--out", required=True, help="a JSON record of what was fetched")
 
     sub = stage("prepare", cmd_prepare, "write a training set or benchmark as normalised JSONL",
                 ["dataset", "benchmark"])
     sub.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
+    sub.add_argument("--prefetched", metavar="FILE",
+                     help="the prefetch record: a hub dataset is read at the commit it holds, which the summary records")
 
     sub = stage("prepare-sft", cmd_prepare_sft, "the SFT set by self-distillation: the base model's correct samples",
                 ["model", "dataset"])
@@ -361,13 +428,20 @@ def parser() -> argparse.ArgumentParser:
                      help="the checkpoint's training step, or 'final' (default)")
     sub.add_argument("--threads", type=_positive_int, metavar="N", help=THREADS_HELP)
 
-    sub = stage("aggregate", cmd_aggregate, "tables from results/")
+    sub = stage("aggregate", cmd_aggregate, "the study's tables from its results folder", reads="study")
     sub.add_argument("--results", default="results", metavar="DIR", help="the results folder (default: %(default)s)")
     sub.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
-    sub = stage("figures", cmd_figures, "figures from the tables that aggregate wrote")
+    sub = stage("figures", cmd_figures, "the study's figures from the tables that aggregate wrote", reads="study")
     sub.add_argument("--tables", default="results/tables", metavar="DIR",
                      help="the folder aggregate wrote its tables to (default: %(default)s)")
     sub.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
+
+    sub = stage("publish", cmd_publish, "push a trained cell's final model, with a model card, to its own hub "
+                "repo (publish.repo_id; needs the network and a token)", ["model", "dataset", "variant"])
+    sub.add_argument("--cell", required=True, metavar="DIR",
+                     help="the cell's folder: results/<model>/<dataset>/<variant>/seed<seed>")
+    sub.add_argument("--seed", type=_non_negative_int, required=True, metavar="N", help="the cell's training seed")
+    sub.add_argument("--out", required=True, metavar="FILE", help="the record to write (repo, commit), JSON")
 
     sub = stages.add_parser(
         "spread", help="how the headline numbers vary across whole runs of one study (SFT seeds, machines)",

@@ -12,7 +12,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from grpo_lambda import files, provenance
+from grpo_lambda import files, fingerprint, provenance
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, lora_config, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
@@ -45,6 +45,7 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
     from transformers import AutoModelForCausalLM
 
     options = settings["sft"]
+    made_by = provenance.record(revisions=fingerprint.source_revisions(base, data_path))  # hub inputs' commits
     tokenizer = load_tokenizer(base, padding_side="right")
     if options.get("epochs", 1) == 0:
         from accelerate import PartialState
@@ -58,7 +59,7 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
                 model.save_pretrained(tmp)
                 tokenizer.save_pretrained(tmp)
             log.info("SFT model written to %s", out_dir)
-            files.write_json(Path(out_dir).parent / "provenance.json", provenance.record())
+            files.write_json(Path(out_dir).parent / "provenance.json", made_by)
         state.wait_for_everyone()
     else:
         from trl import SFTConfig, SFTTrainer
@@ -99,4 +100,4 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
             trainer.train()
             save_trained_model(trainer, out_dir, lora_base=base if peft_config else None)
             if trainer.is_world_process_zero():
-                files.write_json(Path(out_dir).parent / "provenance.json", provenance.record())
+                files.write_json(Path(out_dir).parent / "provenance.json", made_by)

@@ -9,12 +9,15 @@ from grpo_lambda import launch, layout, prefetch
 from grpo_lambda import config as study
 from grpo_lambda.tables import names
 
-# Snakemake's YAML reader keeps the last of two equal keys: the config files are read again, strictly.
-for config_file in workflow.overwrite_configfiles or workflow.configfiles:
-    study.read_yaml(config_file)
-# Validated (and completed with the schema's defaults) before any job is planned: a bad key or value
-# stops here with a message that names it.
-config.update(study.validate(config, source="config"))
+# The study as the CLI reads it (grpo_lambda.config.load): the config files read again by the project's
+# YAML reader (Snakemake's keeps the last of two equal keys, and reads 3e-5 as text), merged by
+# Snakemake's own rule, then --config with each value given its schema type (Snakemake passes
+# `rl={max_steps: 5}` as the text '5'). Validated (and completed with the schema's defaults) before any
+# job is planned: a bad key or value stops here with a message that names it.
+_study = study.load(workflow.overwrite_configfiles or workflow.configfiles,
+                    overrides=[workflow.config_settings.config] if workflow.config_settings.config else [])
+config.clear()
+config.update(_study)
 
 
 def unset_profile_variables():
@@ -42,6 +45,15 @@ BENCHMARKS = list(config["benchmarks"])
 VARIANTS = list(config["variants"])
 CELLS = study.rl_cells(config)
 HUB_SOURCES = prefetch.hub_sources(config)
+
+# When jobs are about to run (not in a dry run, which plans the paper grid on a machine without vLLM): the
+# software they need must be where they run (grpo_lambda.environment).
+onstart:
+    try:
+        study.check_environment(config, source="config", jobs=True)
+    except study.ConfigError as error:
+        raise WorkflowError(str(error)) from None
+
 
 # Jobs read the hub cache that the prefetch rule filled; they never download (compute nodes are
 # often offline, and each process would fill its own cache). GRPO_LAMBDA_JOB_PID names the job's shell:
@@ -126,17 +138,19 @@ def base_model_input(w):
     if source == "tiny":
         return f"{RESULTS}/models/{w.model}"
     if prefetch.is_hub_model(source):
-        return f"{RESULTS}/hub/prefetched.json"
+        return f"{RESULTS}/{prefetch.RECORD}"
     return []
 
 
 def hub_dataset_input(w):
-    """The prefetch record, when this dataset or benchmark is read from the hub."""
-    group, key = ("datasets", w.dataset) if "dataset" in w.keys() else ("benchmarks", w.benchmark)
-    spec = config[group][key]
-    if spec["source"] == "registry" and not spec.get("path"):
-        return f"{RESULTS}/hub/prefetched.json"
-    return []
+    """The prefetch record, when this dataset, benchmark or SFT set is read from the hub."""
+    if "dataset" in w.keys():
+        source = study.stage_settings(config, "prepare", dataset=w.dataset)
+    elif "benchmark" in w.keys():
+        source = study.stage_settings(config, "prepare", benchmark=w.benchmark)
+    else:
+        source = study.stage_settings(config, "prepare_sft_set")
+    return f"{RESULTS}/{prefetch.RECORD}" if source["source"] == "hub" else []
 
 
 def base_model(w):
@@ -191,6 +205,24 @@ def rl_eval_files(ext="json"):
         for step in study.model_checkpoints(config, c["model"]) + ["final"]
         for benchmark in BENCHMARKS
     ]
+
+
+def cell_eval_files(w):
+    """Every evaluation summary of one cell: each checkpoint it keeps and its final model, on every benchmark."""
+    return [
+        f"{RESULTS}/{layout.evaluation(w.model, w.dataset, w.variant, w.seed, step, benchmark, 'json')}"
+        for step in study.model_checkpoints(config, w.model) + ["final"]
+        for benchmark in BENCHMARKS
+    ]
+
+
+def hub_token(w):
+    """No input: publishing stops the plan, before any job, when no Hugging Face token is set."""
+    from huggingface_hub import get_token
+
+    if get_token() is None:
+        raise WorkflowError("publishing needs a Hugging Face token with write access: `hf auth login`, or set HF_TOKEN")
+    return []
 
 
 def train_logs():

@@ -26,6 +26,8 @@ to one folder:
 ``diagnostics``         per variant, clip fractions, entropy, KL, groups without signal, DAPO's dropped
                         groups: mean over steps, t interval over seeds
 ``final_reward``        per run, the mean training reward of its last ``report.final_window`` steps
+``training_gain``       each variant's training reward relative to the baseline's (final window and
+                        whole run), paired by seed with a t interval: the paper's "30–40%"
 ``training_curves``     the smoothed training curves (reward, KL) the figures draw (CSV only)
 ``completions``         a few logged training completions per cell
 ``provenance``          the distinct version records of the files the tables read
@@ -56,11 +58,20 @@ Options, under ``report:`` in the config (all optional; ``grpo_lambda.config.val
                         each of the four level combinations exactly one variant (checked).
 ``figure1_model``       the model of Figure 1 (default: the one whose ``paper_name`` is
                         DeepSeek-R1-Distill-Qwen-7B, as in the paper, else the first model).
+``figure1_dataset``     the training set of Figure 1's cell, or ``"mean"`` (Table 1's methods, mean
+                        over training sets). Default: the model's ``mathrl16k`` set (the paper's
+                        Figure 1 is the 7B model trained on MathRL-16K), else its only training
+                        set, else ``"mean"``. A cell shows the SFT model and every variant.
+``figure4_datasets``    the training sets Figure 4 draws (default: all; config/paper.yaml leaves
+                        GSM8K out, as the paper).
 ``smoothing`` ("auto")  weight w of the exponential moving average applied to training curves;
                         "auto" picks w = 1 − 1/(1 + n/50) for a run of n logged steps (an
                         averaging window of about 2% of the run: 0.44 for 40 steps, 0.995 for
                         10000).
-``final_window`` (20)   steps averaged for the final training reward (Figure 3).
+``final_window`` (20)   logged steps averaged for the final training reward (Figure 3, the
+                        ``final_reward`` and ``training_gain`` tables, the learning-speed threshold).
+                        The paper's §4.1 averages the last 100 steps of 10,000 (config/paper.yaml
+                        sets 100); the default suits the embedded runs of 25–40 steps.
 ``bootstrap``, ``seed`` accepted and unused: the intervals are analytic.
 
 Every interval is analytic and deterministic (``grpo_lambda.stats``): accuracies by a two-way (seed,
@@ -91,7 +102,7 @@ One module per job:
 ``learning_speed`` ``learning_speed_table``, ``run_statistics``
 ``factorial``   ``factorial_table``
 ``diagnostics`` ``diagnostics_table``
-``training``    ``final_reward_table``, ``training_curves_table``
+``training``    ``final_reward_table``, ``training_curves_table``, ``training_gain_table``
 ``names``       the ordered names of the tables and figures (``table_names``, ``figure_names``), read by
                 the builders, the writer, ``grpo_lambda.figures`` and the workflow; standard library only
 ``build``       ``tables_from`` (every table of a run's data), ``build_tables`` (of a results folder),

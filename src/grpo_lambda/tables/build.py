@@ -19,7 +19,7 @@ from grpo_lambda.tables.paired import paired_table
 from grpo_lambda.tables.raw import read_raw, read_results, RunData
 from grpo_lambda.tables.results import checkpoints_table, results_by_variant, results_table, sampled_cells
 from grpo_lambda.tables.table1 import table1, table1_published
-from grpo_lambda.tables.training import final_reward_table, training_curves_table
+from grpo_lambda.tables.training import final_reward_table, training_curves_table, training_gain_table
 
 
 def build_tables(config: dict, results_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
@@ -51,6 +51,7 @@ def tables_from(config: dict, data: RunData) -> dict[str, pd.DataFrame]:
         "learning_speed": lambda: learning_speed_table(config, data.logs, options),
         "diagnostics": lambda: diagnostics_table(config, data.logs, options),
         "final_reward": lambda: final_reward_table(config, data.logs, options["final_window"]),
+        "training_gain": lambda: training_gain_table(config, data.logs, options),
         "training_curves": lambda: training_curves_table(config, data.logs, options),
         "table1_published": lambda: table1_published(t1, published_table1, config),
         "appendix_e_{model}": lambda model: appendix_e(by_variant, config, model, options),

@@ -14,6 +14,8 @@ REPORT_DEFAULTS = {
     "baseline": None,
     "grpo_lambda_variant": {"style": "recent", "update": "trace"},
     "figure1_model": None,
+    "figure1_dataset": None,
+    "figure4_datasets": None,
     "smoothing": "auto",
     "final_window": 20,
     "metric": "greedy",
@@ -25,6 +27,8 @@ RETIRED = ("bootstrap", "seed")
 SELECTOR_FIELDS = ("objective", "lam", "gamma", "style", "form", "update", "eps")
 FIGURE1_PAPER_MODEL = "DeepSeek-R1-Distill-Qwen-7B"
 MARGIN_METRICS = ("accuracy", "reward_auc")
+# The paper's Figure 1 is one cell: the 7B model trained on MathRL-16K (the registry's name).
+FIGURE1_PAPER_DATASET = "mathrl16k"
 
 
 def report_options(config: dict) -> dict:
@@ -58,6 +62,8 @@ def report_options(config: dict) -> dict:
     elif options["figure1_model"] not in config["models"]:
         raise ValueError(f"report.figure1_model {options['figure1_model']!r} is not a model "
                          f"(known: {list(config['models'])})")
+    options["figure1_dataset"] = _figure1_dataset(config, options["figure1_model"], options["figure1_dataset"])
+    options["figure4_datasets"] = _dataset_list(config, "figure4_datasets", options["figure4_datasets"])
     options["grpo_lambda_variant"] = _per_model_choice(config, options["grpo_lambda_variant"])
     options["factorial"] = _factorial(config, options["factorial"])
     return options
@@ -132,6 +138,33 @@ def _factorial(config: dict, design) -> dict | None:
         empty = ", ".join(f"{factors[0]}: {a}, {factors[1]}: {b}" for a, b in missing)
         raise ValueError(f"{where}.cells: no variant for {empty}; each of the four cells needs exactly one variant")
     return {"factors": tuple(factors), "cells": by_levels}
+
+
+def _figure1_dataset(config: dict, model: str, choice) -> str:
+    """report.figure1_dataset: a training set of Figure 1's model, or "mean" (over its training sets).
+
+    Default: the paper's cell (the model's MathRL-16K set) when the model trains on it, else its only
+    training set, else "mean".
+    """
+    datasets = config["models"][model].get("datasets") or list(config["datasets"])
+    if choice is None:
+        paper = [d for d in datasets if config["datasets"][d].get("name", d) == FIGURE1_PAPER_DATASET]
+        return paper[0] if paper else datasets[0] if len(datasets) == 1 else "mean"
+    if choice != "mean" and choice not in datasets:
+        raise ValueError(f"report.figure1_dataset {choice!r} is neither 'mean' nor a training set of "
+                         f"report.figure1_model {model!r} (its training sets: {datasets})")
+    return choice
+
+
+def _dataset_list(config: dict, key: str, choice) -> list[str]:
+    """A list of training sets (default: every one of the config)."""
+    if choice is None:
+        return list(config["datasets"])
+    unknown = [d for d in choice if d not in config["datasets"]] if isinstance(choice, list) else None
+    if unknown is None or unknown or not choice:
+        raise ValueError(f"report.{key} must be a non-empty list of training sets "
+                         f"(known: {list(config['datasets'])}), got {choice!r}")
+    return list(choice)
 
 
 def _per_model_choice(config: dict, choice) -> dict:
