@@ -14,7 +14,7 @@ import yaml
 
 from conftest import E2E_CONFIG, ROOT
 from grpo_lambda import spread
-from grpo_lambda.stats import t_quantile
+from grpo_lambda.stats import student_t_quantile
 from grpo_lambda.tables import write
 
 
@@ -25,9 +25,9 @@ T_TABLE = [(0.975, 1, 12.706), (0.975, 2, 4.303), (0.975, 3, 3.182), (0.975, 4, 
 
 @pytest.mark.parametrize("probability, df, expected", T_TABLE)
 def test_t_quantile_matches_the_published_table(probability, df, expected):
-    """scipy's t.ppf behind stats.t_quantile, its arguments the right way round."""
-    assert t_quantile(probability, df) == pytest.approx(expected, abs=6e-4)
-    assert t_quantile(1 - probability, df) == pytest.approx(-expected, abs=6e-4)
+    """scipy's t.ppf behind stats.student_t_quantile, its arguments the right way round."""
+    assert student_t_quantile(probability, df) == pytest.approx(expected, abs=6e-4)
+    assert student_t_quantile(1 - probability, df) == pytest.approx(-expected, abs=6e-4)
 
 
 def test_prediction_interval_by_hand():
@@ -93,7 +93,7 @@ def test_the_spread_of_runs_and_a_checked_run_against_it(run_tables, tmp_path):
     base = spread.headline_numbers(run_tables).set_index(["model", "dataset", "quantity"])["value"]
     far = _shifted_run(run_tables, tmp_path / "far", 0.5)
     table = spread.spread_table(runs, check=("far", far)).set_index(["model", "dataset", "quantity"])
-    half = t_quantile(0.975, 3) * np.std(offsets, ddof=1) * math.sqrt(1 + 1 / 4)
+    half = student_t_quantile(0.975, 3) * np.std(offsets, ddof=1) * math.sqrt(1 + 1 / 4)
     assert not table.index.get_level_values("quantity").isin(["accuracy: GRPO"]).any()  # run3 lacks it
     assert len(table) == len(base) - base.index.get_level_values("quantity").isin(["accuracy: GRPO"]).sum()
     for key, row in table.iterrows():

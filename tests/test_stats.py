@@ -46,7 +46,7 @@ def test_the_variance_is_the_crossed_anova_estimator_by_hand():
     assert interval.estimate == pytest.approx(grand)
     assert interval.se == pytest.approx(math.sqrt(variance))
     assert interval.df == pytest.approx(df)
-    half = stats.t_quantile(0.975, df) * math.sqrt(variance)
+    half = stats.student_t_quantile(0.975, df) * math.sqrt(variance)
     assert (interval.low, interval.high) == pytest.approx((grand - half, grand + half))
 
 
@@ -269,7 +269,7 @@ def test_interval_width_is_the_binomial_width_of_its_level(level):
     n, p = 2000, 0.3
     correct = np.zeros(n)
     correct[: int(p * n)] = 1.0
-    analytic = 2 * stats.t_quantile((1 + level) / 2, n - 1) * math.sqrt(p * (1 - p) / (n - 1))
+    analytic = 2 * stats.student_t_quantile((1 + level) / 2, n - 1) * math.sqrt(p * (1 - p) / (n - 1))
     interval = mean_interval(correct, level=level)
     assert (interval.high - interval.low) == pytest.approx(analytic, rel=1e-9)
     # the tables ask for the report's level through Cells

@@ -330,12 +330,18 @@ def _check_values(config: dict, source: str) -> None:
     results = Path(config["results"])
     if results.resolve() == Path(results.resolve().anchor):
         raise ConfigError(f"{source}: results {config['results']!r} is the filesystem root; name a folder")
-    from grpo_lambda.tables.options import report_options
+    from grpo_lambda.tables.options import REPORT_DEFAULTS
 
-    try:  # the tables' own checks (report.factorial, report.equivalence_margin, ...), before any job
-        report_options(config)
-    except ValueError as error:
-        raise ConfigError(f"{source}: {error}") from None
+    unknown = sorted(set(config.get("report") or {}) - set(REPORT_DEFAULTS))
+    if unknown:
+        raise ConfigError(f"{source}: report: unknown option(s) {unknown}; known: {sorted(REPORT_DEFAULTS)}")
+    metric = (config.get("report") or {}).get("metric", REPORT_DEFAULTS["metric"])
+    evaluation = config.get("evaluation") or {}
+    if metric == "avg" and not evaluation.get("samples"):
+        raise ConfigError(f"{source}: report.metric avg needs sampled completions: set evaluation.samples")
+    if metric == "greedy" and evaluation.get("greedy") is False:
+        raise ConfigError(f"{source}: report.metric greedy needs the greedy pass that evaluation.greedy: false "
+                          "leaves out; set report.metric: avg")
 
 
 def _check_references(config: dict, source: str) -> None:

@@ -24,7 +24,7 @@ from pathlib import Path
 
 import pandas as pd
 
-from grpo_lambda.stats import t_quantile
+from grpo_lambda.stats import student_t_quantile
 
 # The kinds of headline number, as named in the table's quantity column.
 _ACCURACY = "accuracy"
@@ -68,7 +68,7 @@ def _t_interval(values, level: float, scale) -> tuple[float, float, float]:
         raise ValueError(f"an interval over runs needs at least 2 runs, got {count}")
     mean = sum(values) / count
     spread = math.sqrt(sum((value - mean) ** 2 for value in values) / (count - 1))
-    half = t_quantile((1 + level) / 2, count - 1) * spread * scale(count)
+    half = student_t_quantile((1 + level) / 2, count - 1) * spread * scale(count)
     return mean, mean - half, mean + half
 
 

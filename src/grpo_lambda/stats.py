@@ -123,10 +123,10 @@ class Interval:
         standard error: (t_{1−α/2} + t_{power}) · se."""
         if math.isnan(self.se):
             return float("nan")
-        return float((t_quantile(1 - alpha / 2, self.df) + t_quantile(power, self.df)) * self.se)
+        return float((student_t_quantile(1 - alpha / 2, self.df) + student_t_quantile(power, self.df)) * self.se)
 
 
-def t_quantile(probability: float, df: float) -> float:
+def student_t_quantile(probability: float, df: float) -> float:
     """Student's t quantile: scipy's ``t.ppf`` (its ufunc ``special.stdtrit``, 100× faster to call)."""
     return float(special.stdtrit(df, probability))
 
@@ -245,7 +245,7 @@ def _t_from(estimate: float, variance: float, components: list[tuple[float, int,
             Interval(estimate, float("nan"), float("nan"))
     spread = sum((c * v) ** 2 / df for v, df, c in components if v > 0)
     df = variance * variance / spread if spread > 0 else float("inf")
-    half = t_quantile((1 + level) / 2, df) * math.sqrt(variance)
+    half = student_t_quantile((1 + level) / 2, df) * math.sqrt(variance)
     return Interval(estimate, estimate - half, estimate + half, math.sqrt(variance), df)
 
 

@@ -120,14 +120,17 @@ def method_variants(config: dict, model: str, options: dict) -> dict[str, list[s
 METHOD_LABELS = {"sft": "SFT", "grpo": "GRPO", "grpo_lambda": "GRPO-λ"}
 
 
-def method_label(config: dict, method: str, variants: list[str]) -> str:
-    """A Table 1 row's name: the variant's own label when the row is one variant, else the method's
-    (``GRPO-λ`` for a mean over several GRPO-λ variants, which the row's ``variants`` column lists)."""
+def method_label(config: dict, method: str, variants: list[str] | None = None) -> str:
+    """A Table 1 row's name: given its ``variants``, the variant's own label when the row is one variant,
+    else the method's (``GRPO-λ`` for a mean over several GRPO-λ variants, which the row's ``variants``
+    column lists); without them, the method's name (a variant's label for a one-variant method)."""
     if method == SFT:
         return "SFT"
-    if len(variants) == 1:
+    if variants is not None and len(variants) == 1:
         return variant_label(config, variants[0])
-    return METHOD_LABELS.get(method, method)
+    if method in METHOD_LABELS:
+        return METHOD_LABELS[method]
+    return variant_label(config, method) if method in config["variants"] else method
 
 
 def _lam_text(lam) -> str:
