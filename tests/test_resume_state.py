@@ -66,11 +66,12 @@ def cell(tmp_path, monkeypatch):
     monkeypatch.setattr(train.fingerprint, "claim", lambda *args, **kwargs: None)
     monkeypatch.setattr(train.provenance, "record", lambda **kwargs: {})
     monkeypatch.setattr(train, "load_tokenizer", lambda *args, **kwargs: None)
-    monkeypatch.setattr(train, "rl_dataset", lambda rows, tokenizer, template: rows)
+    monkeypatch.setattr(train, "rl_dataset", lambda rows, tokenizer, template, **prompt_options: rows)
     monkeypatch.setattr(train, "drop_long_prompts", lambda dataset, tokenizer, limit: (
         dataset, {"max_prompt_length": limit, "prompts": len(dataset), "dropped": 0}))
     monkeypatch.setattr(train, "build_config", lambda settings, *, output_dir, seed: SimpleNamespace(
-        max_steps=MAX_STEPS, run_name="tiny/arith/grpo/seed0", output_dir=output_dir))
+        max_steps=MAX_STEPS, run_name="tiny/arith/grpo/seed0", output_dir=output_dir, max_completion_length=8,
+        report_to=[]))
     monkeypatch.setattr(train, "log_world_size", lambda *args: None)
     monkeypatch.setattr(train, "use_cell_tensorboard_folder", lambda *args: None)
     monkeypatch.setattr(progress, "quiet_trainer_output", lambda *args: None)

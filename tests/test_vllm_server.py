@@ -53,13 +53,16 @@ def fake_command(tmp_path, port, *, delay=0.5, exit_code=-1):
 
 
 def alive(pid: int) -> bool:
+    """Whether the process runs: one that has exited but is not yet reaped by its parent (state Z in
+    /proc/PID/stat, the field after the command's closing parenthesis) counts as gone."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
-    # a zombie (exited, not yet reaped by its parent) counts as gone
-    return "(Z)" not in Path(f"/proc/{pid}/stat").read_text().split(")")[-1][:4] if Path(f"/proc/{pid}").exists() \
-        else False
+    stat = Path(f"/proc/{pid}/stat")
+    if not stat.exists():
+        return True
+    return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def server_pids(tmp_path) -> list[int]:

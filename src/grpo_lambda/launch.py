@@ -168,18 +168,49 @@ class VLLMServer:
         self.stop()
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
+        """Stop the server and every process of its group (vLLM's workers): TERM, KILL after the grace
+        period; then KILL whatever of the group outlived its leader, and wait until none runs."""
+        if self.process is None:
             return
-        for sig, wait in ((signal.SIGTERM, self.grace), (signal.SIGKILL, 10.0)):
+        group = self.process.pid
+        if self.process.poll() is None:
+            for sig, wait in ((signal.SIGTERM, self.grace), (signal.SIGKILL, 10.0)):
+                try:
+                    os.killpg(group, sig)
+                except ProcessLookupError:
+                    return
+                try:
+                    self.process.wait(timeout=wait)
+                    break
+                except subprocess.TimeoutExpired:
+                    continue
+        try:
+            os.killpg(group, signal.SIGKILL)
+        except ProcessLookupError:
+            return
+        _wait_until_group_ends(group, timeout=10.0)
+
+
+def _wait_until_group_ends(group: int, *, timeout: float) -> None:
+    """Wait until no process of ``group`` runs (one that has exited but is not yet reaped counts as ended);
+    on a system without /proc, return at once."""
+    proc = Path("/proc")
+    if not proc.is_dir():
+        return
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        running = False
+        for stat in proc.glob("[0-9]*/stat"):
             try:
-                os.killpg(self.process.pid, sig)
-            except ProcessLookupError:
-                return
-            try:
-                self.process.wait(timeout=wait)
-                return
-            except subprocess.TimeoutExpired:
-                continue
+                fields = stat.read_text().rsplit(")", 1)[1].split()
+            except (OSError, IndexError):
+                continue  # it ended while we looked
+            if int(fields[2]) == group and fields[0] != "Z":  # fields: state, ppid, pgrp, ...
+                running = True
+                break
+        if not running:
+            return
+        time.sleep(0.05)
 
 
 def _option(words: list[str], name: str) -> str | None:

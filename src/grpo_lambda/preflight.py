@@ -252,8 +252,8 @@ def check_hub(context):
     from grpo_lambda import prefetch
 
     sources = prefetch.hub_sources(context.config)
-    wanted = [("model", name) for name in sources["models"]] + [("dataset", entry["hub_id"])
-                                                                 for entry in sources["datasets"]]
+    wanted = [("model", entry["id"]) for entry in sources["models"]] + [("dataset", entry["hub_id"])
+                                                                        for entry in sources["datasets"]]
     if not wanted:
         return "the config reads no hub model or dataset", {}
     cached = _cached_repos()
