@@ -23,7 +23,8 @@ PROBLEM = "What is $1+2$? Give \\boxed{} answer."
 def _tokenizer(adds_bos: bool) -> PreTrainedTokenizerFast:
     """A character-level tokenizer with R1-Distill's special tokens and chat template."""
     specials = [PAD, BOS, EOS, "<｜User｜>", "<｜Assistant｜>", "<think>", "<|im_start|>", "<|im_end|>"]
-    chars = sorted({c for c in prompts.QWEN_MATH_TEMPLATE + prompts.R1_TEMPLATE + PROBLEM + "a\n"})
+    texts = prompts.QWEN_MATH_TEMPLATE + prompts.R1_TEMPLATE + prompts.OPEN_R1_SYSTEM + PROBLEM + "a\n"
+    chars = sorted(set(texts))
     vocab = {token: i for i, token in enumerate(specials + [c for c in chars if c not in specials])}
     core = Tokenizer(models.WordLevel(vocab, unk_token=PAD))
     core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
@@ -61,6 +62,13 @@ def test_r1d_is_the_tokenizers_template_with_the_user_turn_only(tokenizer):
     assert prompts.QWEN_MATH_SYSTEM not in text
 
 
+def test_open_r1_is_its_system_prompt_and_the_user_turn_under_the_chat_template(tokenizer):
+    text = prompts.render(tokenizer, "open_r1", PROBLEM)
+    assert text == f"{BOS}{prompts.OPEN_R1_SYSTEM}<｜User｜>{PROBLEM}<｜Assistant｜><think>\n"
+    # open-r1's recipes ask for this format, which its format reward checks
+    assert prompts.OPEN_R1_SYSTEM.endswith("<think>\n...\n</think>\n<answer>\n...\n</answer>")
+
+
 def test_r1d_needs_a_chat_template():
     tokenizer = _tokenizer(False)
     tokenizer.chat_template = None
@@ -92,8 +100,8 @@ def test_every_path_gets_the_same_ids_with_one_bos(tokenizer, template):
     assert [list(ids) for ids in grpo_ids] == sft_ids == hf_ids == ours
     bos = tokenizer.bos_token_id
     for ids in ours:
-        # plain and r1d render the chat template, which writes the BOS; the tokenizer may add it instead
-        assert ids.count(bos) == (1 if template in ("plain", "r1d") or prompts.adds_bos(tokenizer) else 0)
+        # plain, r1d and open_r1 render the chat template, which writes the BOS; the tokenizer may add it instead
+        assert ids.count(bos) == (1 if template in ("plain", "r1d", "open_r1") or prompts.adds_bos(tokenizer) else 0)
         assert bos not in ids or ids[0] == bos
 
 

@@ -22,7 +22,7 @@ import jsonschema
 import yaml
 
 from grpo_lambda import layout
-from grpo_lambda.variants import OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, variant_config_kwargs
+from grpo_lambda.variants import OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, check_trace_length, variant_config_kwargs
 
 
 class ConfigError(ValueError):
@@ -261,14 +261,17 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
         # Only what training reads: the sampling settings reach SFT through its data file.
         options = {key: value for key, value in sft_settings(config, model).items()
                    if key not in ("self_distill", "open_r1")}
-        if options["data"] == "solutions":
-            del options["data"]  # the default, so existing SFT jobs keep their params
+        for key, default in (("data", "solutions"), ("format", "boxed")):
+            if options.get(key) == default:
+                del options[key]  # the defaults, so existing SFT jobs keep their params
         if options.get("data") == "open_r1":
             dataset = None  # one SFT model for all the model's training sets
         return {"model": model_part, "dataset": dataset, "sft": options}
     if stage == "prepare_sft":
-        return {"model": model_part, "dataset": dataset,
-                "sft": {"self_distill": sft_settings(config, model)["self_distill"]},
+        sampling = {"self_distill": sft_settings(config, model)["self_distill"]}
+        if sft_settings(config, model).get("format", "boxed") != "boxed":  # the length limit counts the tags
+            sampling["format"] = sft_settings(config, model)["format"]
+        return {"model": model_part, "dataset": dataset, "sft": sampling,
                 "max_solution_tokens": rl_settings(config, model).get("max_completion_length",
                                                                       TRL_MAX_COMPLETION_LENGTH)}
     if stage == "train":
@@ -290,6 +293,11 @@ def _check_data_names(config: dict, source: str) -> None:
         if "open_r1" in spec.get("sft", {}):
             raise ConfigError(f"{source}: models.{model}.sft.open_r1: the open-r1 SFT set is one file for every "
                               "model that uses it; set it under the top-level sft.open_r1")
+    for model in config["models"]:
+        sft = sft_settings(config, model)
+        if sft["data"] == "open_r1" and sft.get("format", "boxed") != "boxed":
+            raise ConfigError(f"{source}: sft.format {sft['format']!r} for models.{model}: a chat SFT set (sft.data "
+                              "open_r1) is fine-tuned in its own format; format applies to solutions and self_distill")
     name = sft_set(config)["name"]
     if name not in SFT_SETS:
         raise ConfigError(f"{source}: sft.open_r1.name: {name!r} is not an SFT set of the dataset registry "
@@ -477,6 +485,10 @@ def _check_rl(config: dict, model: str, source: str) -> None:
         wrong = trl_type_error(key, trl[key])
         if wrong:
             raise ConfigError(f"{source}: {_rl_key(config, model, key, True)} {wrong}")
+    try:
+        check_trace_length(trl.get("trace_length"))
+    except ValueError as error:
+        raise ConfigError(f"{source}: {_rl_key(config, model, 'trace_length', True)}: {error}") from None
 
     def value(key):
         return trl.get(key, rl.get(key, fields.get(key)))

@@ -22,6 +22,9 @@ OBJECTIVES = ("grpo", "grpo_lambda", "ptrace", "strace")
 # The objectives whose ratio is the credit-weighted geometric mean of the ratios in its scope (P-trace, S-trace).
 HISTORY_OBJECTIVES = ("ptrace", "strace")
 OAR_METHODS = ("gradient", "perturbation")
+# The absolute trace form's n when it is not a number: the longest completion of the batch the loss sees
+# (the released code's use_batch_max_for_trace, under TRL's padding). Set as rl.trl.trace_length.
+BATCH_MAX = "batch_max"
 
 _DECAYED = ("grpo_lambda", *HISTORY_OBJECTIVES)  # the objectives with a decay λ (and γ)
 
@@ -140,3 +143,11 @@ def _value_validator(key: str):
     strict = jsonschema.validators.extend(base, type_checker=base.TYPE_CHECKER.redefine(
         "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)))
     return strict(variant_schema()["properties"][key])
+
+
+def check_trace_length(length) -> None:
+    """A trace length is a positive int, "batch_max" or None; ValueError otherwise."""
+    if length is None or length == BATCH_MAX:
+        return
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ValueError(f"trace_length must be a positive int, {BATCH_MAX!r} or None, got {length!r}")

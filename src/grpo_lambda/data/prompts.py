@@ -9,7 +9,10 @@ The templates are those of the evaluation code the paper used (sail-sg/understan
   no system prompt, the assistant turn opened;
 - ``r1`` (R1-Zero style base models): a fixed plain-text string; that code grades it by ``<answer>``
   tags, while this project grades the last ``\\boxed{}``;
-- ``plain``: the bare problem as one user turn of the tokenizer's template (the tiny model).
+- ``plain``: the bare problem as one user turn of the tokenizer's template (the tiny model);
+- ``open_r1``: not the evaluation code's: open-r1's GRPO system prompt (its recipes' ``system_prompt``,
+  asking for ``<think>`` ... ``</think>`` ``<answer>`` ... ``</answer>``) and the problem as the user turn, under
+  the tokenizer's chat template, for a study whose SFT teaches that format (``sft.format: think_answer``).
 
 One tokenisation: a prompt is rendered to text once (``prompt_text``) and turned into token ids
 only by ``prompt_token_ids``, which is the call TRL's trainers make on a text prompt
@@ -32,7 +35,14 @@ R1_TEMPLATE = (
     "<answer> answer here </answer>.\nUser: {problem}\nAssistant: <think>"
 )
 
-TEMPLATES = ("plain", "qwen_math", "r1d", "r1")
+# open-r1's recipes (recipes/*/grpo/config_demo.yaml, system_prompt), word for word: the string is a fact.
+OPEN_R1_SYSTEM = (
+    "You are a helpful AI Assistant that provides well-reasoned and detailed responses. You first think about "
+    "the reasoning process as an internal monologue and then provide the user with the answer. Respond in the "
+    "following format: <think>\n...\n</think>\n<answer>\n...\n</answer>"
+)
+
+TEMPLATES = ("plain", "qwen_math", "r1d", "r1", "open_r1")
 
 
 def render(tokenizer, template: str, problem: str) -> str:
@@ -41,13 +51,14 @@ def render(tokenizer, template: str, problem: str) -> str:
         return QWEN_MATH_TEMPLATE.replace("{problem}", problem)
     if template == "r1":
         return R1_TEMPLATE.replace("{problem}", problem)
-    if template not in ("plain", "r1d"):
+    if template not in ("plain", "r1d", "open_r1"):
         raise ValueError(f"prompt template {template!r} is unknown; choose from {TEMPLATES}")
+    system = [{"role": "system", "content": OPEN_R1_SYSTEM}] if template == "open_r1" else []
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template([{"role": "user", "content": problem}], tokenize=False,
+        return tokenizer.apply_chat_template([*system, {"role": "user", "content": problem}], tokenize=False,
                                              add_generation_prompt=True)
-    if template == "r1d":
-        raise ValueError("prompt template 'r1d' needs the tokenizer's chat template, and this tokenizer has none")
+    if template != "plain":
+        raise ValueError(f"prompt template {template!r} needs the tokenizer's chat template, and this tokenizer has none")
     return problem + "\n\n"  # a base model without a chat template: the bare problem
 
 
