@@ -291,3 +291,12 @@ def test_each_trace_overlay_trains_the_formula_it_names(reading, tmp_path):
                 torch.testing.assert_close(matrix, expected, rtol=1e-12, atol=0, msg=f"{model} {variant} {length}")
             checked += 1
     assert checked == 8 + 1  # every GRPO-λ variant of the 1.5B model and the 7B model's one
+
+
+@pytest.mark.parametrize("form", ["relative", "absolute"])
+def test_both_at_lambda_zero_is_not_grpo(form):
+    """0^0 = 1: at λ = 0 the "both" weight max(κ^(·), κ^c) of the first token is 1 in every row, so every token's
+    ratio carries the first token's log-ratio; "recent" at λ = 0 (relative form) is the identity, GRPO."""
+    both = trace_matrix(6, 0.0, style="both", form=form)
+    assert both[:, 0].tolist() == [1.0] * 6 and torch.equal(both[:, 1:], torch.eye(6, dtype=both.dtype)[:, 1:])
+    assert torch.equal(trace_matrix(6, 0.0, style="recent", form="relative"), torch.eye(6, dtype=both.dtype))
