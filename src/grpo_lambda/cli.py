@@ -1,9 +1,10 @@
 """grpo-lambda <stage>: one subcommand per pipeline stage; each Snakemake rule calls one.
 
-A stage takes its cell's settings either as JSON (--settings, what the rules pass: the settings are
-the rule's params, so a change reruns exactly the cells it touches) or from a config file and the
-cell's names (--config config/config.yaml --model tiny ...), for running a stage by hand.
-grpo-lambda status shows where a running grid stands.
+A stage takes its settings (one cell's; the whole study's for aggregate and figures; the hub sources for
+prefetch) either as JSON (--settings, what the rules pass: the settings are the rule's params, so a change
+reruns exactly the cells it touches) or from a config file and, for a cell's stage, the cell's names
+(--config config/config.yaml --model tiny ...), for running a stage by hand.
+grpo-lambda status shows where a running grid stands; grpo-lambda validate checks a config.
 """
 
 from __future__ import annotations
@@ -95,10 +96,16 @@ def _threads(args) -> None:
 
 
 def cmd_validate(args) -> None:
-    """Exit 0 with the cell count, or 2 with the one-line reason (no traceback) when it is invalid."""
+    """Exit 0 with the cell count, or 2 with the one-line reason (no traceback) when it is invalid or this
+    environment cannot run its jobs."""
     from grpo_lambda import config as config_module
 
     config = _load_config(args.config)
+    if not args.config_only:
+        try:
+            config_module.check_environment(config, args.config, jobs=True)
+        except config_module.ConfigError as error:
+            raise UsageError(str(error)) from None
     print(f"{args.config}: valid; {len(config_module.rl_cells(config))} RL cells")
 
 
@@ -111,6 +118,10 @@ def cmd_status(args) -> None:
         print(json.dumps(report, indent=2))
     else:
         print("\n".join(status.format_status(report)))
+    failed = [cell["cell"] for cell in report["cells"] if cell["state"] == "failed"]
+    if failed:  # a script or a cron job sees it without parsing the lines
+        print(f"grpo-lambda status: {len(failed)} failed: {', '.join(failed)}", file=sys.stderr)
+        raise SystemExit(1)
 
 
 def cmd_completions(args) -> None:
@@ -140,13 +151,11 @@ def cmd_prefetch(args) -> None:
     from grpo_lambda import files, prefetch
 
     if args.settings:
-        settings = json.loads(args.settings)
+        settings = _json_settings(args.settings)
     elif args.config:
-        from grpo_lambda import config as config_module
-
-        settings = prefetch.hub_sources(config_module.load(args.config))
+        settings = prefetch.hub_sources(_load_config(args.config))
     else:
-        raise SystemExit("grpo-lambda prefetch: give --settings JSON or --config FILE")
+        raise UsageError("give --settings JSON or --config FILE")
     files.write_json(args.out, prefetch.run(settings))
 
 
@@ -191,6 +200,17 @@ def cmd_evaluate(args) -> None:
     _threads(args)
     evaluate.run(settings, model_path=args.checkpoint, benchmark_paths=args.bench, out_dir=args.out_dir,
                  seed=args.seed, step=args.step)
+
+
+def cmd_publish(args) -> None:
+    from grpo_lambda import publish
+
+    settings = _settings(args, "publish", model=args.model, dataset=args.dataset, variant=args.variant)
+    try:
+        record = publish.run(settings, cell_dir=args.cell, seed=args.seed, out=args.out)
+    except (FileNotFoundError, PermissionError) as error:
+        raise UsageError(str(error)) from None
+    print(f"published {args.cell} to {record['repo_id']}: {record['commit_url']}")
 
 
 def _require_files(**options) -> None:
@@ -269,6 +289,14 @@ def _step(text: str) -> str:
 
 
 THREADS_HELP = "torch CPU threads for this job (default: torch's choice)"
+# What --settings and --config hold, by what a stage reads: one cell, the whole study, the hub sources.
+SOURCE_HELP = {
+    "cell": ("the cell's settings as JSON (what the rules pass)",
+             "a config file; the cell is named by the options below"),
+    "study": ("the whole config as JSON (what the rules pass)", "the study's config file"),
+    "hub": ("the hub models and datasets to fetch, as JSON (what the rule passes)",
+            "a config file: every hub model and dataset it reads"),
+}
 
 
 def parser() -> argparse.ArgumentParser:
@@ -278,12 +306,13 @@ def parser() -> argparse.ArgumentParser:
     stages = root.add_subparsers(dest="stage", required=True, metavar="STAGE",
                                  title="stages", description="run `grpo-lambda STAGE --help` for a stage's options")
 
-    def stage(name, handler, help_text, cell=()):
-        """A stage that reads its cell's settings from --settings JSON or from --config and the cell's names."""
+    def stage(name, handler, help_text, cell=(), reads="cell"):
+        """A stage that reads its settings from --settings JSON or from --config (and the cell's names)."""
         sub = stages.add_parser(name, help=help_text, description=help_text)
         source = sub.add_mutually_exclusive_group()
-        source.add_argument("--settings", metavar="JSON", help="the cell's settings as JSON (what the rules pass)")
-        source.add_argument("--config", metavar="FILE", help="a config file; the cell is named by the options below")
+        settings_help, config_help = SOURCE_HELP[reads]
+        source.add_argument("--settings", metavar="JSON", help=settings_help)
+        source.add_argument("--config", metavar="FILE", help=config_help)
         for option in cell:
             sub.add_argument(f"--{option}", metavar="NAME", help=CELL_OPTIONS[option])
         sub.set_defaults(handler=handler)
@@ -292,6 +321,8 @@ def parser() -> argparse.ArgumentParser:
     sub = stages.add_parser("validate", help="check a config file and count its RL cells",
                             description="Check a config file against the schema and count its RL cells.")
     sub.add_argument("config", metavar="FILE", help="the config file, e.g. config/paper.yaml")
+    sub.add_argument("--config-only", action="store_true",
+                     help="leave out what only running jobs need (vLLM, DeepSpeed, a W&B key): a plan's check")
     sub.set_defaults(handler=cmd_validate)
 
     sub = stages.add_parser(
@@ -299,7 +330,8 @@ def parser() -> argparse.ArgumentParser:
         description="One line per RL cell of the config: done; running (last step, last reward, steps per "
                     "minute, time left); failed (the line of its job log that says why); stalled (started, "
                     "nothing written for --stale-minutes: a rerun resumes it); missing. Then the totals. "
-                    "Reads the results tree only, so it works while a grid is writing it.")
+                    "Reads the results tree only, so it works while a grid is writing it. Exit status 1 when "
+                    "a cell failed (named on standard error), else 0.")
     sub.add_argument("--configfile", metavar="FILE", default="config/config.yaml",
                      help="the config the grid runs, as given to snakemake --configfile "
                           "(default: %(default)s, Snakemake's default)")
@@ -320,7 +352,7 @@ def parser() -> argparse.ArgumentParser:
     sub = stage("build-tiny", cmd_build_tiny, "build and save the offline tiny model", ["model"])
     sub.add_argument("--out", required=True, metavar="DIR", help="folder to write the model and tokenizer to")
 
-    sub = stage("prefetch", cmd_prefetch, "download the study's hub models and datasets into $HF_HOME")
+    sub = stage("prefetch", cmd_prefetch, "download the study's hub models and datasets into $HF_HOME", reads="hub")
     sub.add_argument("--out", required=True, help="a JSON record of what was fetched")
 
     sub = stage("prepare", cmd_prepare, "write a training set or benchmark as normalised JSONL",
@@ -361,13 +393,20 @@ def parser() -> argparse.ArgumentParser:
                      help="the checkpoint's training step, or 'final' (default)")
     sub.add_argument("--threads", type=_positive_int, metavar="N", help=THREADS_HELP)
 
-    sub = stage("aggregate", cmd_aggregate, "tables from results/")
+    sub = stage("aggregate", cmd_aggregate, "the study's tables from its results folder", reads="study")
     sub.add_argument("--results", default="results", metavar="DIR", help="the results folder (default: %(default)s)")
     sub.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
-    sub = stage("figures", cmd_figures, "figures from the tables that aggregate wrote")
+    sub = stage("figures", cmd_figures, "the study's figures from the tables that aggregate wrote", reads="study")
     sub.add_argument("--tables", default="results/tables", metavar="DIR",
                      help="the folder aggregate wrote its tables to (default: %(default)s)")
     sub.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
+
+    sub = stage("publish", cmd_publish, "push a trained cell's final model, with a model card, to its own hub "
+                "repo (publish.repo_id; needs the network and a token)", ["model", "dataset", "variant"])
+    sub.add_argument("--cell", required=True, metavar="DIR",
+                     help="the cell's folder: results/<model>/<dataset>/<variant>/seed<seed>")
+    sub.add_argument("--seed", type=_non_negative_int, required=True, metavar="N", help="the cell's training seed")
+    sub.add_argument("--out", required=True, metavar="FILE", help="the record to write (repo, commit), JSON")
 
     sub = stages.add_parser(
         "spread", help="how the headline numbers vary across whole runs of one study (SFT seeds, machines)",

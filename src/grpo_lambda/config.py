@@ -96,7 +96,30 @@ def validate(config: dict, *, source: str = "config") -> dict:
     _check_variants(config, source)
     for model in config["models"]:
         _check_rl(config, model, source)
+    check_environment(config, source)
     return config
+
+
+def check_environment(config: dict, source: str = "config", *, jobs: bool = False) -> None:
+    """Refuse what the installed software or the hub cannot serve (grpo_lambda.environment): a tracker that is
+    not installed where the jobs run, a publish.repo_id that does not give each cell its own repo; with
+    ``jobs`` (jobs are about to run: `grpo-lambda validate`, Snakemake's start), vLLM and DeepSpeed too."""
+    from grpo_lambda import environment, publish
+
+    for model in config["models"]:
+        trl = rl_settings(config, model)["trl"]
+        for key in ("push_to_hub", "hub_model_id"):
+            if trl.get(key):
+                raise ConfigError(
+                    f"{source}: {_rl_key(config, model, key, True)}: jobs run offline (HF_HUB_OFFLINE=1) and every "
+                    "cell would push to one repo; the publish rule pushes each cell's final model, with a model "
+                    "card, to its own repo: set publish.repo_id and run `snakemake publish_all` (docs/running.md)")
+    problem = publish.template_problem(config["publish"]["repo_id"], rl_cells(config))
+    if problem:
+        raise ConfigError(f"{source}: publish.repo_id: {problem}")
+    found = environment.problems(config, jobs=jobs)
+    if found:
+        raise ConfigError(f"{source}: {found[0]}")
 
 
 def _non_finite_numbers(value, path: str):
@@ -278,6 +301,9 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
         return {"model": model_part, "dataset": dataset, "variant_name": variant,
                 "variant": config["variants"][variant], "rl": rl_settings(config, model),
                 "checkpoints": model_checkpoints(config, model)}
+    if stage == "publish":
+        return {"train": stage_settings(config, "train", model=model, dataset=dataset, variant=variant),
+                "publish": config["publish"], "benchmarks": list(config["benchmarks"])}
     if stage == "evaluate":
         return {"model": model_part, "dataset": dataset, "variant": variant,
                 "evaluation": {k: v for k, v in config["evaluation"].items() if k != "checkpoints"}}

@@ -66,33 +66,36 @@ def exclusive(folder: str | os.PathLike, what: str = "trainer") -> Iterator[None
 
     Snakemake's own lock is per working folder: two runs from different folders on one results tree would
     otherwise train the same cell at once. Under ``accelerate launch`` the main process (RANK 0) holds it
-    for all. An flock, released by the kernel when its holder dies, so a killed job leaves no stale lock
-    (on a network filesystem it holds as far as that filesystem honours flock).
+    for all. filelock's flock, released by the kernel when its holder dies, so a killed job leaves no stale
+    lock; its soft-marker fallback (where a filesystem lacks flock) is off, as such a marker outlives a
+    killed job. The lock file names its holder (``pid N on HOST``), which ``grpo-lambda status`` reads.
     """
-    import fcntl
     import socket
+
+    from filelock import Timeout, UnixFileLock
 
     if int(os.environ.get("RANK", "0")) != 0:
         yield
         return
     folder = Path(folder)
     folder.mkdir(parents=True, exist_ok=True)
-    with open(folder / ".lock", "a+") as handle:
-        try:
-            fcntl.flock(handle, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            handle.seek(0)
-            holder = handle.read().strip() or "an unnamed process"
-            raise CellBusy(f"{folder}: another {what} is writing this cell ({holder}); "
-                           "wait for it or stop it, then run again") from None
-        handle.seek(0)
-        handle.truncate()
-        handle.write(f"pid {os.getpid()} on {socket.gethostname()}")
-        handle.flush()
-        try:
-            yield
-        finally:
-            fcntl.flock(handle, fcntl.LOCK_UN)
+
+    def name_holder(descriptor: int) -> None:
+        os.ftruncate(descriptor, 0)
+        os.pwrite(descriptor, f"pid {os.getpid()} on {socket.gethostname()}".encode(), 0)
+
+    lock = UnixFileLock(folder / ".lock", timeout=0, fallback_to_soft=False, preserve_lock_file=True,
+                        on_acquired=name_holder)
+    try:
+        lock.acquire()
+    except Timeout:
+        holder = (folder / ".lock").read_text(errors="replace").strip() or "an unnamed process"
+        raise CellBusy(f"{folder}: another {what} is writing this cell ({holder}); "
+                       "wait for it or stop it, then run again") from None
+    try:
+        yield
+    finally:
+        lock.release()
 
 
 def write_text(path: str | os.PathLike, text: str) -> None:

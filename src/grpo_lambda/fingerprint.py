@@ -1,10 +1,11 @@
 """What a resumable stage was started with, so that a rerun with other settings never resumes it.
 
 A cell's ``resume/fingerprint.json`` records a hash of its settings (the stage's settings JSON and
-the seed), of the base model folder, of the training data, of the code that shapes training
-(``TRAINING_CODE``: the objectives, the trainer, the prompts, the reward's grader, saving) and of the
-versions of the libraries that compute it (``TRAINING_LIBRARIES``). Code that only reads results
-(tables, figures, status) is left out, so changing it never retrains a cell. A run whose fingerprint
+the seed), of the base model folder, of the training data, of the code that trains (``training_modules``:
+every module of the package that ``train.py`` and ``sft.py`` import, transitively, found by reading their
+imports, so a module added to training is hashed without being listed) and of the versions of the
+libraries that compute it (``TRAINING_LIBRARIES``). Code that only reads results (tables, figures,
+status) is not imported by training, so changing it never retrains a cell. A run whose fingerprint
 differs moves the old state aside, kept, as ``superseded-<old hash>/`` (its ``resume/``,
 ``checkpoints/``, ``train_log.csv`` and ``model/``), and starts fresh; with the same fingerprint it
 resumes, unless ``GRPO_LAMBDA_FRESH=1`` asks for a fresh start (``snakemake --forcerun train`` cannot
@@ -17,7 +18,9 @@ saved again with other weights changes the hash without reading gigabytes.
 
 from __future__ import annotations
 
+import ast
 import hashlib
+import importlib.util
 import json
 import logging
 import os
@@ -39,9 +42,8 @@ FRESH_ENV = "GRPO_LAMBDA_FRESH"
 # steps train_log.csv holds. The evaluation checkpoints are not either: a step already trained past
 # could never get its snapshot.
 DISPLAY_KEYS = {"variant": ("label",), "rl": ("save_steps", "report_to", "log_completions")}
-# The package's sources that shape what training computes (paths under grpo_lambda/; a folder: all its .py).
-TRAINING_CODE = ("traces.py", "objectives.py", "trainer.py", "train.py", "sft.py", "models.py", "saving.py",
-                 "data/prompts.py", "grading")
+# The stages that train: the code hashed is these modules and every module of the package they import.
+TRAINING_ENTRY = ("train", "sft")
 TRAINING_LIBRARIES = ("torch", "transformers", "trl", "accelerate", "peft", "deepspeed")
 PARTS = ("settings", "base", "data", "code", "libraries")
 PACKAGE = Path(__file__).resolve().parent
@@ -81,12 +83,57 @@ def settings_digest(settings: dict) -> str:
     return hashlib.sha256(json.dumps(relevant, sort_keys=True).encode()).hexdigest()
 
 
+def _source(package: Path, module: str) -> Path | None:
+    """The file of ``module`` (a dotted name under the package) in ``package``, or None when it names no
+    module (``from grpo_lambda.grading import REWARDS``: an attribute of grading)."""
+    base = package.joinpath(*module.split(".")[1:])
+    for path in (base / "__init__.py", base.with_suffix(".py")):
+        if path.is_file():
+            return path
+    return None
+
+
+def _imports(path: Path, module: str) -> set[str]:
+    """Every module name an import in the file may load, those inside functions included (the stages
+    import their heavy modules lazily); ``from a import b`` yields ``a`` and ``a.b``, either may be a module."""
+    package = module if path.name == "__init__.py" else module.rpartition(".")[0]
+    names = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names.update(alias.name for alias in node.names)
+        elif isinstance(node, ast.ImportFrom):
+            base = (importlib.util.resolve_name("." * node.level + (node.module or ""), package) if node.level
+                    else node.module)
+            names.add(base)
+            names.update(f"{base}.{alias.name}" for alias in node.names)
+    return names
+
+
+def training_modules(package: Path = PACKAGE) -> dict[str, Path]:
+    """Module name -> source file of every module of ``package`` that TRAINING_ENTRY imports, transitively,
+    with the packages that hold them (importing ``a.b`` runs ``a/__init__.py``)."""
+    root = package.name
+    found: dict[str, Path] = {}
+    pending = [f"{root}.{name}" for name in TRAINING_ENTRY]
+    while pending:
+        module = pending.pop()
+        if module in found or module.split(".")[0] != root:
+            continue
+        path = _source(package, module)
+        if path is None:
+            continue
+        found[module] = path
+        parts = module.split(".")
+        pending += [".".join(parts[:end]) for end in range(1, len(parts))]
+        pending += sorted(_imports(path, module))
+    return found
+
+
 def code_digest(package: Path = PACKAGE) -> str:
-    """A digest of the TRAINING_CODE sources, by their text."""
+    """A digest of the training modules' sources (``training_modules``), by their text."""
     digest = hashlib.sha256()
-    for entry in TRAINING_CODE:
-        for path in sorted((package / entry).rglob("*.py")) if (package / entry).is_dir() else [package / entry]:
-            digest.update(f"{path.relative_to(package).as_posix()}\0".encode() + path.read_bytes() + b"\n")
+    for path in sorted(training_modules(package).values()):
+        digest.update(f"{path.relative_to(package).as_posix()}\0".encode() + path.read_bytes() + b"\n")
     return digest.hexdigest()
 
 

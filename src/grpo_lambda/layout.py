@@ -17,6 +17,17 @@ def cell(model: str, dataset: str, variant: str, seed) -> str:
     return f"{model}/{dataset}/{variant}/seed{seed}"
 
 
+def done(model: str, dataset: str, variant: str, seed) -> str:
+    """The file that stands for a whole cell, trained and every kept checkpoint evaluated: a Snakemake target
+    (the folder itself cannot be one, as it holds other rules' outputs)."""
+    return f"{cell(model, dataset, variant, seed)}/done"
+
+
+def published(model: str, dataset: str, variant: str, seed) -> str:
+    """The record of the cell's published model (its hub repo and commit)."""
+    return f"{cell(model, dataset, variant, seed)}/published.json"
+
+
 def train_log(model: str, dataset: str, variant: str, seed) -> str:
     """The cell's step log (one row per logged training step)."""
     return f"{cell(model, dataset, variant, seed)}/{TRAIN_LOG}"

@@ -19,12 +19,13 @@ import csv
 import io
 import logging
 import math
+import os
 from pathlib import Path
 
 from transformers import TrainerCallback, TrainerState
 
 from grpo_lambda import files, fingerprint, provenance
-from grpo_lambda import completions, layout
+from grpo_lambda import completions, environment, layout
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.models import load_tokenizer, lora_config, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
@@ -259,8 +260,6 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
 
 def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
     """Point TensorBoard at <cell>/tensorboard (one folder across resumes) unless TENSORBOARD_LOGGING_DIR says."""
-    import os
-
     from transformers.integrations import TensorBoardCallback
 
     for callback in trainer.callback_handler.callbacks:
@@ -288,6 +287,9 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"])
     dataset, prompt_counts = drop_long_prompts(dataset, tokenizer, settings["rl"].get("max_prompt_length"))
     args = build_config(settings, output_dir=str(resume_dir), seed=seed)
+    if "wandb" in args.report_to:  # one W&B project per study, one group per variant (unless set already)
+        for name, value in environment.wandb_names(settings, cell_dir).items():
+            os.environ.setdefault(name, value)
     peft_config = lora_config(settings["model"].get("lora"))
     lora_base = base if peft_config else None
     snapshots = SaveSnapshots(settings["checkpoints"], cell / "checkpoints", lora_base=lora_base)

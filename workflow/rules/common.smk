@@ -43,6 +43,15 @@ VARIANTS = list(config["variants"])
 CELLS = study.rl_cells(config)
 HUB_SOURCES = prefetch.hub_sources(config)
 
+# When jobs are about to run (not in a dry run, which plans the paper grid on a machine without vLLM): the
+# software they need must be where they run (grpo_lambda.environment).
+onstart:
+    try:
+        study.check_environment(config, source="config", jobs=True)
+    except study.ConfigError as error:
+        raise WorkflowError(str(error)) from None
+
+
 # Jobs read the hub cache that the prefetch rule filled; they never download (compute nodes are
 # often offline, and each process would fill its own cache). GRPO_LAMBDA_JOB_PID names the job's shell:
 # the stage's processes exit when it is killed (grpo_lambda.lifetime).
@@ -191,6 +200,24 @@ def rl_eval_files(ext="json"):
         for step in study.model_checkpoints(config, c["model"]) + ["final"]
         for benchmark in BENCHMARKS
     ]
+
+
+def cell_eval_files(w):
+    """Every evaluation summary of one cell: each checkpoint it keeps and its final model, on every benchmark."""
+    return [
+        f"{RESULTS}/{layout.evaluation(w.model, w.dataset, w.variant, w.seed, step, benchmark, 'json')}"
+        for step in study.model_checkpoints(config, w.model) + ["final"]
+        for benchmark in BENCHMARKS
+    ]
+
+
+def hub_token(w):
+    """No input: publishing stops the plan, before any job, when no Hugging Face token is set."""
+    from huggingface_hub import get_token
+
+    if get_token() is None:
+        raise WorkflowError("publishing needs a Hugging Face token with write access: `hf auth login`, or set HF_TOKEN")
+    return []
 
 
 def train_logs():
