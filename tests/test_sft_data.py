@@ -244,3 +244,25 @@ def test_a_chat_sft_set_refuses_the_tag_format():
     raw["sft"].update(data="open_r1", format="think_answer")
     with pytest.raises(study.ConfigError, match="sft.format 'think_answer'.*open_r1"):
         study.validate(raw)
+
+
+@pytest.mark.parametrize("config_path, rows", [("tests/data/config-e2e.yaml", 128), ("config/rehearsal.yaml", 256)])
+def test_the_chat_sft_fixture_is_the_task_on_problems_the_rl_sets_do_not_hold(config_path, rows):
+    """The chat SFT sets of the end-to-end config and the rehearsal (sft.open_r1.path): the first `rows` of seed 11's
+    level-1 sums that no training set of the config holds, with the same teacher (half the carries dropped), in
+    Bespoke-Stratos-17k's fields. An SFT set of the RL problems themselves is memorised, and the samples of a
+    problem then agree within a group (measured: tests/data/config-e2e.yaml, tiny-shared)."""
+    from grpo_lambda.data import arith
+
+    config = yaml.safe_load((ROOT / config_path).read_text())
+    held = {row["problem"] for spec in config["datasets"].values()
+            for row in arith.generate(**{key: value for key, value in spec.items() if key != "source"})}
+    drawn = [row for row in arith.generate(600, seed=11, levels=[1], carry_error_rate=0.5) if row["problem"] not in held]
+    system = "Solve the sum digit by digit and box the answer."
+    expected = [{"system": system,
+                 "conversations": [{"from": "user", "value": row["problem"]},
+                                   {"from": "assistant", "value": row["solution"]}],
+                 "messages": [{"role": "user", "content": row["problem"]},
+                              {"role": "assistant", "content": row["solution"]}]}
+                for row in drawn[:rows]]
+    assert files.read_jsonl(ROOT / config["sft"]["open_r1"]["path"]) == expected
