@@ -29,14 +29,10 @@ from grpo_lambda.grading.extract import boxed_span
 log = logging.getLogger(__name__)
 
 
-# sft.format: what SFT targets look like. 'boxed': the solution as it is (its last \boxed{} is the answer);
-# 'think_answer': open-r1's format, which its format reward checks (^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$).
-FORMATS = ("boxed", "think_answer")
-
-
 def think_answer(solution: str) -> str:
-    """A solution in open-r1's tags: its reasoning (the text without its last \\boxed{...}) in <think>, the
-    \\boxed{...} alone in <answer>, so open-r1's format check and this project's grader both accept it.
+    """A solution in open-r1's tags (sft.format think_answer): its reasoning (the text without its last
+    \\boxed{...}) in <think>, the \\boxed{...} alone in <answer>, so that open-r1's format reward
+    (^<think>\\n.*?\\n</think>\\n<answer>\\n.*?\\n</answer>$) and this project's grader both accept it.
     ValueError when the solution has no closed \\boxed{}."""
     span = boxed_span(solution)
     if span is None:
