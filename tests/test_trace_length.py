@@ -183,6 +183,34 @@ def test_batch_max_is_the_longest_completion_whatever_the_padding(style, update)
     assert (alone[2][0, :6] - fixed[2][0, :6]).abs().max() > 1e-3  # n depends on the batch's longest
 
 
+def test_the_trainer_takes_the_batch_max_n_whatever_the_padded_width(model_dir, tmp_path):
+    """Through GRPOLambdaTrainer's loss: trace_length batch_max gives one 5-token completion n = 5 at a padded width
+    of 5 or 12, so its loss, gradients and trace weight agree, and they equal those of a fixed n = 5 (width 5)."""
+    def trainer_with(trace_length):
+        args = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
+                                per_device_train_batch_size=4, num_generations=4, max_completion_length=16,
+                                loss_type="bnpo", trace_lambda=0.7, trace_style="recent", trace_form="absolute",
+                                trace_eps=1e-7, trace_length=trace_length)
+        return GRPOLambdaTrainer(model=model_dir, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                 args=args, processing_class=PreTrainedTokenizerFast.from_pretrained(model_dir),
+                                 train_dataset=Dataset.from_dict({"prompt": ["1+1="]}))
+
+    trainer = trainer_with("batch_max")
+    assert trainer.objective_params.trace_length == "batch_max"
+    narrow = loss_grads_metrics(trainer, one_completion_batch(trainer, 5), 1)
+    wide = loss_grads_metrics(trainer, one_completion_batch(trainer, 12), 1)
+    fixed = trainer_with(5)
+    at_five = loss_grads_metrics(fixed, one_completion_batch(fixed, 5), 1)
+    for other in (wide, at_five):
+        torch.testing.assert_close(narrow[0], other[0], rtol=1e-5, atol=1e-7)
+        for name in narrow[1]:
+            torch.testing.assert_close(narrow[1][name], other[1][name], rtol=1e-4, atol=1e-7, msg=name)
+        assert narrow[2]["trace_weight"] == pytest.approx(other[2]["trace_weight"], rel=1e-6)
+    default = trainer_with(None)  # n = max_completion_length = 16: the same completion weighted differently
+    assert abs(loss_grads_metrics(default, one_completion_batch(default, 12), 1)[2]["trace_weight"]
+               - narrow[2]["trace_weight"]) > 1e-3
+
+
 def test_trace_length_values_are_checked_in_the_trainer_config_and_before_any_job(tmp_path):
     from grpo_lambda import config as study
 
