@@ -42,7 +42,7 @@ declare -A TESTS=(
              tests/test_beyond.py::test_strace_at_quantile_zero_is_ptrace_and_uses_trls_entropy_rule"
   [rewards]="tests/test_grading.py tests/test_strict_reward.py
              tests/test_grading.py::test_grade_many_in_parallel_keeps_each_verdict_in_its_row"
-  [stats]="tests/test_stats.py tests/test_stats.py::test_bootstrap_width_is_the_binomial_width_of_its_level"
+  [stats]="tests/test_stats.py tests/test_stats.py::test_interval_width_is_the_binomial_width_of_its_level"
   [aggregate]="tests/test_tables.py tests/test_tables.py::test_table1_averages_over_the_variants_present"
 )
 # module -> the source it mutates (a module of its own unless named here)

@@ -14,6 +14,41 @@ os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ[
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
 
 
+# ------------------------------------------------------------------------------------------------
+# Tests marked `gpu`: run where torch sees a CUDA device, skipped with the reason elsewhere
+# ------------------------------------------------------------------------------------------------
+
+# GRPO_LAMBDA_GPU_TESTS_ON=cpu runs the gpu tests on the CPU (their device fixture gives "cpu" and the trace
+# operator takes the GPU's dispatch): a check of the tests themselves where there is no GPU, not of a GPU.
+GPU_TESTS_ON = os.environ.get("GRPO_LAMBDA_GPU_TESTS_ON", "cuda")
+
+
+def pytest_collection_modifyitems(config, items):
+    gpu_tests = [item for item in items if "gpu" in item.keywords]
+    if not gpu_tests or GPU_TESTS_ON == "cpu":
+        return
+    import torch
+
+    if torch.cuda.is_available():
+        return
+    skip = pytest.mark.skip(reason=f"no CUDA device (torch {torch.__version__}, built for CUDA "
+                                   f"{torch.version.cuda or 'none'}): run on a GPU machine (docs/testing.md)")
+    for item in gpu_tests:
+        item.add_marker(skip)
+
+
+@pytest.fixture
+def gpu_device(monkeypatch):
+    """The device of a `gpu` test: "cuda", or "cpu" under GRPO_LAMBDA_GPU_TESTS_ON=cpu, where the trace
+    operator is made to dispatch as on CUDA."""
+    if GPU_TESTS_ON == "cpu":
+        from grpo_lambda import traces
+
+        monkeypatch.setattr(traces, "DENSE_DEVICES", ("cpu", "cuda"))
+        return "cpu"
+    return "cuda"
+
+
 @pytest.fixture(scope="session")
 def tiny_model_dir(tmp_path_factory):
     """A small tiny model (and its tokenizer) saved once for the whole session."""
@@ -126,6 +161,16 @@ def model_dir(tmp_path_factory):
     tiny.build(str(path), seed=0, hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64,
                max_position_embeddings=64)
     return str(path)
+
+
+@pytest.fixture(scope="module")
+def fingerprint_inputs(tmp_path_factory):
+    """(base model folder, data file): stand-ins that a resume fingerprint hashes (fingerprint.compute)."""
+    folder = tmp_path_factory.mktemp("fingerprint-inputs")
+    (folder / "base").mkdir()
+    (folder / "base" / "config.json").write_text("{}")
+    (folder / "data.jsonl").write_text('{"id": "a", "problem": "1+1", "answer": "2"}\n')
+    return str(folder / "base"), str(folder / "data.jsonl")
 
 
 @pytest.fixture(scope="module")

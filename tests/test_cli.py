@@ -48,22 +48,22 @@ def _run(*argv):
 
 
 @pytest.mark.parametrize("argv, culprit", [
-    (["train", "--config", CONFIG, "--base", "b", "--data", "d", "--cell", "c", "--seed", "0"], "--model NAME"),
-    (["train", "--config", CONFIG, "--model", "nope", "--dataset", "arith", "--variant", "grpo", "--base", "b",
+    (["train", "--configfile", CONFIG, "--base", "b", "--data", "d", "--cell", "c", "--seed", "0"], "--model NAME"),
+    (["train", "--configfile", CONFIG, "--model", "nope", "--dataset", "arith", "--variant", "grpo", "--base", "b",
       "--data", "d", "--cell", "c", "--seed", "0"], "'nope'"),
-    (["train", "--config", CONFIG, "--model", "tiny", "--dataset", "arith", "--variant", "grpo", "--base", "b",
+    (["train", "--configfile", CONFIG, "--model", "tiny", "--dataset", "arith", "--variant", "grpo", "--base", "b",
       "--data", "no-such.jsonl", "--cell", "c", "--seed", "0"], "no-such.jsonl"),
     (["train", "--settings", "{not json", "--base", "b", "--data", "d", "--cell", "c", "--seed", "0"], "--settings"),
-    (["train", "--base", "b", "--data", "d", "--cell", "c", "--seed", "0"], "--settings JSON or --config"),
+    (["train", "--base", "b", "--data", "d", "--cell", "c", "--seed", "0"], "--settings JSON or --configfile"),
     (["train", "--seed", "x", "--base", "b", "--data", "d", "--cell", "c"], "--seed"),
-    (["evaluate", "--config", CONFIG, "--model", "tiny", "--dataset", "arith", "--variant", "grpo",
+    (["evaluate", "--configfile", CONFIG, "--model", "tiny", "--dataset", "arith", "--variant", "grpo",
       "--checkpoint", "c", "--bench", "a.jsonl", "--out-dir", "o", "--step", "last"], "--step"),
-    (["prepare", "--config", CONFIG, "--out", "o.jsonl"], "--dataset NAME and --benchmark NAME"),
-    (["sft", "--config", CONFIG, "--model", "tiny", "--base", "b", "--data", "d", "--out", "o"], "--dataset NAME"),
-    (["validate", "no-such.yaml"], "no-such.yaml"),
+    (["prepare", "--configfile", CONFIG, "--out", "o.jsonl"], "--dataset NAME and --benchmark NAME"),
+    (["sft", "--configfile", CONFIG, "--model", "tiny", "--base", "b", "--data", "d", "--out", "o"], "--dataset NAME"),
+    (["validate", "--configfile", "no-such.yaml"], "no-such.yaml"),
     (["status", "--configfile", "no-such.yaml"], "no-such.yaml"),
-    (["aggregate", "--out", "o"], "--settings JSON or --config"),
-    (["figures", "--config", CONFIG, "--tables", "no-such-tables", "--out", "o"], "no-such-tables"),
+    (["aggregate", "--out", "o"], "--settings JSON or --configfile"),
+    (["figures", "--configfile", CONFIG, "--tables", "no-such-tables", "--out", "o"], "no-such-tables"),
     (["nonsense"], "nonsense"),
 ])
 def test_a_missing_or_wrong_argument_is_one_line_naming_it(argv, culprit):

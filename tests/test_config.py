@@ -196,7 +196,7 @@ def test_what_the_cross_checks_accept():
           lambda c: c["rl"].update(trl={"generation_batch_size": 64, "num_iterations": 2, "trace_lambda": 0.5}),
           lambda c: c["rl"].update(reward="strict"),
           lambda c: c["variants"].update(x={"objective": "strace", "lam": 0.9, "strace_quantile": 0.8}),
-          lambda c: c["datasets"].update(gsm8k={"source": "registry", "path": str(ROOT / "README.md")}),
+          lambda c: c["datasets"].update(gsm8k={"source": "registry", "path": str(ROOT / "tests/data/rehearsal/amc.jsonl")}),
           lambda c: c["models"].update(q={"source": "Qwen/Qwen2.5-Math-1.5B-Instruct"})]
     for mutate in ok:
         study.validate(broken(mutate))
@@ -212,11 +212,11 @@ def test_a_local_model_folder_needs_a_config(tmp_path):
 def test_validate_prints_one_line_and_exits_2(tmp_path, cli):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(broken(_rl_trl(num_generatons=4))))
-    result = subprocess.run([cli, "validate", str(bad)], capture_output=True, text=True, timeout=120)
+    result = subprocess.run([cli, "validate", "--configfile", str(bad)], capture_output=True, text=True, timeout=120)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "rl.trl.num_generatons is not a field" in result.stderr
-    missing = subprocess.run([cli, "validate", str(tmp_path / "none.yaml")], capture_output=True, text=True, timeout=120)
+    missing = subprocess.run([cli, "validate", "--configfile", str(tmp_path / "none.yaml")], capture_output=True, text=True, timeout=120)
     assert missing.returncode == 2 and "Traceback" not in missing.stderr and "none.yaml" in missing.stderr
 
 

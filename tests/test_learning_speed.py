@@ -28,7 +28,7 @@ def config() -> dict:
         },
         "seeds": SEEDS,
         "rl": {"max_steps": int(STEPS[-1])},
-        "report": {"bootstrap": 300, "smoothing": 0.0, "final_window": 5},
+        "report": {"smoothing": 0.0, "final_window": 5},
     }
 
 
@@ -74,6 +74,9 @@ def test_paired_gaps_to_the_baseline_have_intervals(table):
     # the seed offsets are shared by both arms, so pairing leaves no spread: the interval is the point
     assert fast["steps_vs_baseline_low"] == fast["steps_vs_baseline_high"] == -10
     assert fast["auc_vs_baseline_low"] > 0 and bool(fast["auc_distinguishable"])
+    assert fast["auc_verdict"] == "ahead" and fast["steps_verdict"] == "ahead"  # fewer steps is ahead
+    assert table.loc["never", "auc_verdict"] == "behind" and table.loc["never", "steps_verdict"] == "behind"
+    assert pd.isna(table.loc["grpo", "auc_verdict"])
     never = table.loc["never"]
     assert never["auc_vs_baseline_high"] < 0 and bool(never["steps_distinguishable"])
     for stat in ("auc", "steps_to_threshold"):
@@ -135,7 +138,6 @@ def test_gaps_to_the_baseline_are_paired_by_seed():
     cfg = config()
     cfg["variants"] = {"grpo": cfg["variants"]["grpo"], "close": cfg["variants"]["fast"]}
     cfg["seeds"] = SPREAD_SEEDS
-    cfg["report"] = {**cfg["report"], "bootstrap": 1000}
     frame = learning_speed.learning_speed_table(cfg, spread_logs(), report_options(cfg))
     frame = frame.set_index("variant")
     # start 0.2, the baseline's last 5 steps 0.8 (every seed has risen by step 31): threshold 0.5,
@@ -153,9 +155,13 @@ def test_gaps_to_the_baseline_are_paired_by_seed():
         unpaired_sd = np.sqrt((np.var(values["close"]) + np.var(values["grpo"])) / n)
         assert 1.96 * unpaired_sd > abs(per_seed.mean())
         assert 2 * 1.96 * unpaired_sd > 3 * (per_seed.max() - per_seed.min())
-        # Paired by seed, every replicate is a mean of per-seed gaps, so the interval lies within their
-        # range; the gaps differ, so it is not a point.
+        # Paired by seed: the t interval of the per-seed gaps, x̄ ± t(7, 0.975) · s/√8; the gaps differ,
+        # so it is not a point.
         low, high = close[f"{stat}_vs_baseline_low"], close[f"{stat}_vs_baseline_high"]
+        half = 2.364624 * per_seed.std(ddof=1) / np.sqrt(n)
         assert close[f"{stat}_vs_baseline"] == pytest.approx(per_seed.mean())
-        assert per_seed.min() - 1e-12 <= low < high <= per_seed.max() + 1e-12
-        assert bool(close[f"{stat}_distinguishable"])
+        assert (low, high) == pytest.approx((per_seed.mean() - half, per_seed.mean() + half), rel=1e-6)
+        assert low < high and bool(close[f"{stat}_distinguishable"])
+        assert close[f"{stat}_p"] < 0.05 and close[f"{stat}_verdict"] == "ahead"
+        assert close[f"{stat}_mde"] == pytest.approx((2.364624 + 0.896030) * per_seed.std(ddof=1) / np.sqrt(n),
+                                                     rel=1e-5)

@@ -1,5 +1,5 @@
-"""The ``paired`` table pairs over problems: a small gap between two arms that get mostly the same problems
-right is distinguishable, although each arm's accuracy alone is uncertain by far more than the gap.
+"""The ``paired`` table pairs over problems and seeds: a small gap between two arms that get mostly the same
+problems right is distinguishable, although each arm's accuracy alone is uncertain by far more than the gap.
 
 The synthetic tree of results_tree.py give every pair of arms either a large gap or none, where a paired
 and an unpaired interval reach the same verdict; here the arms agree on most problems and differ on a
@@ -53,7 +53,6 @@ def make_config() -> dict:
         "seeds": SEEDS,
         "rl": {"max_steps": 10},
         "evaluation": {"checkpoints": []},
-        "report": {"bootstrap": 2000},
     }
 
 
@@ -72,22 +71,22 @@ def paired(tmp_path_factory):
                          for pid, right in enumerate(verdicts)]
                 (folder / f"{benchmark}.jsonl").write_text("\n".join(lines) + "\n")
     options = report_options(config)
-    cells = Cells(collect_samples(root, config), config["benchmarks"], options)
+    cells = Cells(collect_samples(root, config), config, options)
     return paired_table(cells, config, options)
 
 
 def _spread(benchmarks: list[str]) -> tuple[float, float, float]:
     """(gap, paired sd, unpaired sd) of the unweighted mean over ``benchmarks`` of variant − baseline:
-    the bootstrap sd of a mean of n resampled values is the population sd / √n; paired resamples the
-    per-problem differences, unpaired the two arms on their own; benchmarks are independent."""
+    the sd of a mean of n values is their sd / √n (n − 1 in the variance); paired over the per-problem
+    differences, unpaired over the two arms on their own; benchmarks are independent."""
     gap, paired_var, unpaired_var = 0.0, 0.0, 0.0
     w = 1.0 / len(benchmarks)
     for benchmark in benchmarks:
         base, variant = VERDICTS[benchmark]
         n = len(base)
         gap += w * (variant.mean() - base.mean())
-        paired_var += w**2 * np.var(variant - base) / n
-        unpaired_var += w**2 * (np.var(variant) + np.var(base)) / n
+        paired_var += w**2 * np.var(variant - base, ddof=1) / n
+        unpaired_var += w**2 * (np.var(variant, ddof=1) + np.var(base, ddof=1)) / n
     return gap, float(np.sqrt(paired_var)), float(np.sqrt(unpaired_var))
 
 
@@ -104,8 +103,9 @@ def test_a_small_gap_on_mostly_shared_problems_is_distinguishable(paired, benchm
     row = row.iloc[0]
     assert row["diff"] == pytest.approx(gap)
     width = row.diff_high - row.diff_low
-    # A percentile interval of 2000 replicates: its width within 25% of the normal one, 2·z·sd.
-    assert 0.75 * 2 * Z * paired_sd < width < 1.25 * 2 * Z * paired_sd
+    # The seeds agree, so the interval is over problems alone: 2·t·sd with t on many degrees of freedom.
+    assert 2 * Z * paired_sd < width < 1.02 * 2 * Z * paired_sd
+    assert row.df > 100 and row.p < 0.01 and row.verdict == "ahead"
     assert row.diff_low < gap < row.diff_high
     # The gap is at least 2.7 paired sds (3.0, 2.8 and 4.1 here): the paired interval excludes 0.
     assert gap > 2.7 * paired_sd

@@ -1,8 +1,10 @@
 """Templates per model family and the one tokenisation shared by TRL, the hf and the vLLM backends."""
 
+import re
 from types import SimpleNamespace
 
 import pytest
+import yaml
 from tokenizers import Tokenizer, models, pre_tokenizers, processors
 from transformers import PreTrainedTokenizerFast
 
@@ -23,8 +25,7 @@ PROBLEM = "What is $1+2$? Give \\boxed{} answer."
 def _tokenizer(adds_bos: bool) -> PreTrainedTokenizerFast:
     """A character-level tokenizer with R1-Distill's special tokens and chat template."""
     specials = [PAD, BOS, EOS, "<｜User｜>", "<｜Assistant｜>", "<think>", "<|im_start|>", "<|im_end|>"]
-    texts = prompts.QWEN_MATH_TEMPLATE + prompts.R1_TEMPLATE + prompts.OPEN_R1_SYSTEM + PROBLEM + "a\n"
-    chars = sorted(set(texts))
+    chars = sorted({c for c in prompts.QWEN_MATH_TEMPLATE + prompts.R1_TEMPLATE + PROBLEM + "a\n"})
     vocab = {token: i for i, token in enumerate(specials + [c for c in chars if c not in specials])}
     core = Tokenizer(models.WordLevel(vocab, unk_token=PAD))
     core.pre_tokenizer = pre_tokenizers.Split("", behavior="isolated")
@@ -62,13 +63,6 @@ def test_r1d_is_the_tokenizers_template_with_the_user_turn_only(tokenizer):
     assert prompts.QWEN_MATH_SYSTEM not in text
 
 
-def test_open_r1_is_its_system_prompt_and_the_user_turn_under_the_chat_template(tokenizer):
-    text = prompts.render(tokenizer, "open_r1", PROBLEM)
-    assert text == f"{BOS}{prompts.OPEN_R1_SYSTEM}<｜User｜>{PROBLEM}<｜Assistant｜><think>\n"
-    # open-r1's recipes ask for this format, which its format reward checks
-    assert prompts.OPEN_R1_SYSTEM.endswith("<think>\n...\n</think>\n<answer>\n...\n</answer>")
-
-
 def test_r1d_needs_a_chat_template():
     tokenizer = _tokenizer(False)
     tokenizer.chat_template = None
@@ -100,8 +94,8 @@ def test_every_path_gets_the_same_ids_with_one_bos(tokenizer, template):
     assert [list(ids) for ids in grpo_ids] == sft_ids == hf_ids == ours
     bos = tokenizer.bos_token_id
     for ids in ours:
-        # plain, r1d and open_r1 render the chat template, which writes the BOS; the tokenizer may add it instead
-        assert ids.count(bos) == (1 if template in ("plain", "r1d", "open_r1") or prompts.adds_bos(tokenizer) else 0)
+        # plain and r1d render the chat template, which writes the BOS; the tokenizer may add it instead
+        assert ids.count(bos) == (1 if template in ("plain", "r1d") or prompts.adds_bos(tokenizer) else 0)
         assert bos not in ids or ids[0] == bos
 
 
@@ -127,3 +121,80 @@ def test_the_tiny_model_is_prompted_as_before(tiny_model_dir):
     assert text == tokenizer.apply_chat_template([{"role": "user", "content": "12+3=?"}], tokenize=False,
                                                  add_generation_prompt=True)
     assert prompts.prompt_token_ids(tokenizer, text) == tokenizer(text, add_special_tokens=False)["input_ids"]
+
+
+# ---- a system prompt and template strings from the config ----------------------------------------------
+
+def test_qwen_math_takes_a_system_prompt_in_place_of_its_own():
+    text = prompts.prompt_text(_tokenizer(False), "qwen_math", "1+1?", system_prompt="Answer in \\boxed{}.")
+    assert text == ("<|im_start|>system\nAnswer in \\boxed{}.<|im_end|>\n<|im_start|>user\n1+1?<|im_end|>\n"
+                    "<|im_start|>assistant\n")
+
+
+def test_a_system_prompt_is_the_chat_templates_system_turn(tokenizer):
+    text = prompts.render(tokenizer, "r1d", PROBLEM, "Think first.")
+    assert text == f"{BOS}Think first.<｜User｜>{PROBLEM}<｜Assistant｜><think>\n"
+
+
+def test_a_chat_template_that_drops_the_system_turn_is_refused(tiny_model_dir, tmp_path):
+    from grpo_lambda import tiny
+    from grpo_lambda.models import load_tokenizer
+
+    chatml = load_tokenizer(str(tiny_model_dir))  # ChatML: writes every turn, the system's too
+    assert prompts.prompt_text(chatml, "plain", "1+2", system_prompt="Add.") == (
+        "<|im_start|>system\nAdd.<|im_end|>\n<|im_start|>user\n1+2<|im_end|>\n<|im_start|>assistant\n")
+    r1 = tiny.build_tokenizer("r1")  # R1-Distill's, reduced to user and assistant turns: a system turn vanishes
+    with pytest.raises(ValueError, match="chat template drops the system turn"):
+        prompts.prompt_text(r1, "plain", "1+2", system_prompt="Add.")
+    no_template = _tokenizer(False)
+    no_template.chat_template = None
+    with pytest.raises(ValueError, match="has none; write a template string"):
+        prompts.prompt_text(no_template, "plain", "1+2", system_prompt="Add.")
+
+
+def test_a_template_string_fills_its_two_placeholders_once_and_keeps_every_other_brace():
+    template = "{system_prompt}\nQ: {problem}\nPut the answer in \\boxed{}.\nA:"
+    text = prompts.render(None, template, "What is {system_prompt}?", "Be brief.")
+    assert text == "Be brief.\nQ: What is {system_prompt}?\nPut the answer in \\boxed{}.\nA:"
+    assert prompts.render(None, "Q: {problem} {x}", "1+1") == "Q: 1+1 {x}"
+
+
+@pytest.mark.parametrize("template, system_prompt, problem", [
+    ("qwen", None, "neither a named template"),
+    ("Q: {question}", None, "holding {problem}"),
+    ("Q: {problem}", "Be brief.", "has no {system_prompt}"),
+    ("{system_prompt} Q: {problem}", None, "and the model has no system_prompt"),
+    ("r1", "Be brief.", "'r1' has no system turn"),
+])
+def test_a_template_that_cannot_render_is_named_before_any_job(template, system_prompt, problem):
+    from conftest import E2E_CONFIG
+    from grpo_lambda import config as study
+
+    assert problem in prompts.template_problem(template, system_prompt)
+    config = yaml.safe_load(E2E_CONFIG.read_text())
+    model = config["models"]["tiny-distill"]  # a model built by the pipeline: any named template is open to it
+    model["prompt"] = template
+    if system_prompt:
+        model["system_prompt"] = system_prompt
+    with pytest.raises(study.ConfigError, match=r"models\.tiny-distill\.prompt: .*" + re.escape(problem)):
+        study.validate(config)
+
+
+def test_the_prompt_settings_reach_every_stage_and_leave_other_cells_params_alone():
+    """A system prompt is part of the model's settings of SFT, RL and evaluation (so of their params and the
+    resume fingerprint); a model without one keeps the settings it had before the key existed."""
+    from conftest import E2E_CONFIG
+    from grpo_lambda import config as study
+
+    config = yaml.safe_load(E2E_CONFIG.read_text())
+    plain = study.validate(config)
+    config["models"]["tiny"]["prompt"] = "{system_prompt}\nQ: {problem}\nA:"
+    config["models"]["tiny"]["system_prompt"] = "Add."
+    own = study.validate(config)
+    cell = {"train": dict(dataset="arith", variant="grpo"), "sft": dict(dataset="arith"),
+            "evaluate": dict(dataset="arith", variant="grpo")}
+    for stage, names in cell.items():
+        before = study.stage_settings(plain, stage, model="tiny", **names)["model"]
+        after = study.stage_settings(own, stage, model="tiny", **names)["model"]
+        assert before == {"name": "tiny", "source": "tiny", "prompt": "plain", "lora": None}, stage
+        assert after == {**before, "prompt": "{system_prompt}\nQ: {problem}\nA:", "system_prompt": "Add."}, stage

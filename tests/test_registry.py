@@ -9,13 +9,7 @@ from pathlib import Path
 import pytest
 
 from grpo_lambda import files
-from grpo_lambda.data.registry import (
-    DATASETS,
-    DatasetSpec,
-    get_spec,
-    load_rows,
-    normalize_answer,
-)
+from grpo_lambda.data.registry import entries, load_rows, normalize_answer, registry_entry, resolve
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 
@@ -38,26 +32,56 @@ def write_lines(path: Path, records: list) -> Path:
 
 
 def test_registry_lists_the_paper_datasets():
-    assert {name for name, spec in DATASETS.items() if spec.role == "train"} == {
-        "gsm8k", "math12k", "mathrl16k", "orz57k"}
-    assert {name for name, spec in DATASETS.items() if spec.role == "benchmark"} == {
-        "aime24", "amc", "math500", "minerva", "olympiadbench"}
-    assert all(spec.name == name for name, spec in DATASETS.items())
-    gsm8k = get_spec("gsm8k")
-    assert (gsm8k.hub_id, gsm8k.config, gsm8k.split, gsm8k.answer_kind) == ("openai/gsm8k", "main", "train", "gsm8k")
-    assert get_spec("math500").hub_id == "HuggingFaceH4/MATH-500"
+    assert set(entries()["datasets"]) == {"gsm8k", "math12k", "mathrl16k", "orz57k"}
+    assert set(entries()["benchmarks"]) == {"aime24", "amc", "math500", "minerva", "olympiadbench"}
+    gsm8k = resolve({"source": "registry"}, "gsm8k")
+    assert (gsm8k["hub_id"], gsm8k["config"], gsm8k["split"], gsm8k["answer_kind"]) == (
+        "openai/gsm8k", "main", "train", "gsm8k")
+    assert gsm8k["fields"] == {"problem": "question", "answer": "answer"}
+    assert resolve({"source": "registry"}, "math500", "benchmarks")["hub_id"] == "HuggingFaceH4/MATH-500"
 
 
-def test_specs_are_frozen_and_validated():
-    spec = get_spec("amc")
-    with pytest.raises(Exception):
-        spec.split = "test"
-    with pytest.raises(ValueError, match="answer_kind"):
-        DatasetSpec("x", "a/b", None, "train", "problem", "answer", "float", "train")
-    with pytest.raises(ValueError, match="role"):
-        DatasetSpec("x", "a/b", None, "train", "problem", "answer", "text", "eval")
-    with pytest.raises(ValueError, match="unknown dataset 'nope'"):
-        get_spec("nope")
+def test_an_unknown_registry_name_is_refused_naming_the_known_ones():
+    with pytest.raises(ValueError, match=r"'nope' is not in the dataset registry .*known: aime24, amc, gsm8k"):
+        registry_entry("nope", "datasets")
+    with pytest.raises(ValueError, match=r"'gsm8k' is not an SFT set"):
+        registry_entry("gsm8k", "sft_sets")
+
+
+def test_a_registry_name_is_shorthand_for_its_entry_written_out_and_keys_beside_it_win():
+    """The registry is data in the config's own shape: its entry, written by hand as a hub source, reads the
+    same; a key given beside `source: registry` replaces the entry's (a field mapping key by key)."""
+    entry = registry_entry("olympiadbench", "benchmarks")
+    by_name = resolve({"source": "registry"}, "olympiadbench", "benchmarks")
+    by_hand = resolve(entry, "olympiadbench", "benchmarks")
+    assert {k: v for k, v in by_name.items() if k != "registry"} == by_hand
+    own = resolve({"source": "registry", "name": "gsm8k", "revision": "v1", "split": "test",
+                   "fields": {"id": "uid"}}, "g", "datasets")
+    assert (own["revision"], own["split"], own["name"]) == ("v1", "test", "gsm8k")
+    assert own["fields"] == {"problem": "question", "answer": "answer", "id": "uid"}
+    assert resolve({"source": "registry", "path": "copy.jsonl"}, "gsm8k")["source"] == "file"
+
+
+def test_every_registry_entry_is_a_valid_data_source_of_a_study():
+    """Each entry, written under datasets:/benchmarks: of a study as it is, passes the schema and the cross-checks."""
+    import copy
+
+    import yaml
+
+    from conftest import ROOT
+    from grpo_lambda import config as study
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    for group in ("datasets", "benchmarks"):
+        for name, entry in entries()[group].items():
+            trial = copy.deepcopy(config)
+            trial[group][name] = entry
+            assert study.validate(trial)[group][name]["source"] == "hub"
+    trial = copy.deepcopy(config)
+    trial["sft"]["data"] = "open_r1"
+    for name in entries()["sft_sets"]:
+        trial["sft"]["open_r1"] = {"name": name}
+        study.validate(trial)
 
 
 @pytest.mark.parametrize("value, kind, expected", [
@@ -139,9 +163,9 @@ def test_bad_limit_and_paths(tmp_path):
         load_rows("gsm8k", tmp_path / "x.jsonl", limit=0)
     with pytest.raises(FileNotFoundError, match="missing.jsonl"):
         load_rows("gsm8k", tmp_path / "missing.jsonl")
-    (tmp_path / "rows.csv").write_text("question,answer\n")
-    with pytest.raises(ValueError, match="rows.csv"):
-        load_rows("gsm8k", tmp_path / "rows.csv")
+    (tmp_path / "rows.txt").write_text("question,answer\n")
+    with pytest.raises(ValueError, match="rows.txt"):
+        load_rows("gsm8k", tmp_path / "rows.txt")
 
 
 # --------------------------------------------------------------------------------------------------
@@ -251,9 +275,9 @@ def test_already_normalised_rows_load_unchanged(tmp_path):
 def test_an_sft_set_reads_messages_or_sharegpt_conversations_and_skips_rows_without_both_turns(tmp_path):
     """Bespoke-Stratos-17k's rows as HuggingFaceH4 publishes them (messages, with system + conversations beside)
     and as the ShareGPT original (system + conversations only)."""
-    from grpo_lambda.data.registry import SFT_SETS, load_conversations
+    from grpo_lambda.data.registry import load_conversations
 
-    assert SFT_SETS["bespoke-stratos-17k"].hub_id == "HuggingFaceH4/Bespoke-Stratos-17k"
+    assert registry_entry("bespoke-stratos-17k", "sft_sets")["hub_id"] == "HuggingFaceH4/Bespoke-Stratos-17k"
     rows = [
         {"system": "Think first.",
          "conversations": [{"from": "user", "value": "1+1?"}, {"from": "assistant", "value": "2"}],

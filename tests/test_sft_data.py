@@ -190,12 +190,12 @@ def test_the_sft_rows_take_the_tags_and_a_solution_without_a_box_is_refused(tiny
     tokenizer = load_tokenizer(str(tiny_model_dir))
     rows = [{"problem": "1+2=?", "solution": "1+2=3. \\boxed{3}"}, {"problem": "2+2=?", "solution": "\\boxed{4}"}]
     plain = sft.sft_dataset(rows, tokenizer, "plain")
-    tagged = sft.sft_dataset(rows, tokenizer, "plain", "think_answer")
+    tagged = sft.sft_dataset(rows, tokenizer, "plain", answer_format="think_answer")
     assert plain["prompt"] == tagged["prompt"]
     assert plain["completion"][0] == "1+2=3. \\boxed{3}" + tokenizer.eos_token
     assert tagged["completion"][0] == "<think>\n1+2=3.\n</think>\n<answer>\n\\boxed{3}\n</answer>" + tokenizer.eos_token
     with pytest.raises(ValueError, match=r"1 of 3 solutions have no closed \\boxed\{\}"):
-        sft.sft_dataset([*rows, {"problem": "3+3=?", "solution": "six"}], tokenizer, "plain", "think_answer")
+        sft.sft_dataset([*rows, {"problem": "3+3=?", "solution": "six"}], tokenizer, "plain", answer_format="think_answer")
 
 
 def test_the_length_limit_counts_the_tags_when_sft_teaches_them(tmp_path, tiny_model_dir, monkeypatch):
@@ -221,12 +221,19 @@ def test_the_length_limit_counts_the_tags_when_sft_teaches_them(tmp_path, tiny_m
 
 
 def test_the_think_answer_overlay_reaches_sampling_sft_and_every_prompt():
+    """config/sft/think-answer.yaml: the tag format in the sampling and SFT settings, and open-r1's GRPO system prompt
+    (its recipes' system_prompt, word for word) in every model's prompt, in every stage."""
     from snakemake.utils import update_config
 
+    from grpo_lambda.data.prompts import render
+
+    open_r1_system = ("You are a helpful AI Assistant that provides well-reasoned and detailed responses. You first "
+                      "think about the reasoning process as an internal monologue and then provide the user with the "
+                      "answer. Respond in the following format: <think>\n...\n</think>\n<answer>\n...\n</answer>")
     raw = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
     config = study.validate(raw)
     plain = study.stage_settings(config, "sft", model="qwen-math-1.5b", dataset="gsm8k")
-    assert "format" not in plain["sft"]  # the default: SFT jobs keep their params
+    assert "format" not in plain["sft"] and plain["model"].get("system_prompt") is None  # SFT jobs keep their params
     assert "format" not in study.stage_settings(config, "prepare_sft", model="qwen-math-1.5b", dataset="gsm8k")["sft"]
     update_config(raw, yaml.safe_load((ROOT / "config" / "sft" / "think-answer.yaml").read_text()))
     config = study.validate(raw)
@@ -235,8 +242,10 @@ def test_the_think_answer_overlay_reaches_sampling_sft_and_every_prompt():
         assert study.stage_settings(config, "prepare_sft", model=model, dataset="gsm8k")["sft"]["format"] \
             == "think_answer"
         for stage in ("sft", "train", "evaluate"):
-            assert study.stage_settings(config, stage, model=model, dataset="gsm8k", variant="grpo")["model"][
-                "prompt"] == "open_r1"
+            part = study.stage_settings(config, stage, model=model, dataset="gsm8k", variant="grpo")["model"]
+            assert (part["prompt"], part["system_prompt"]) == (config["models"][model]["prompt"], open_r1_system)
+    prompt = render(None, "qwen_math", "1+1?", open_r1_system)  # qwen_math's system turn, replaced
+    assert prompt.startswith("<|im_start|>system\n" + open_r1_system + "<|im_end|>")
 
 
 def test_a_chat_sft_set_refuses_the_tag_format():

@@ -1,154 +1,290 @@
-"""Bootstrap intervals: exact estimates, coverage on simulated data with a known truth, pairing."""
+"""Intervals of grpo_lambda.stats: exact estimates, the variance by hand, pairing by seed and problem,
+coverage by simulation with a known truth, p-values, Holm, TOST and the minimum detectable effect."""
 
 from __future__ import annotations
 
 import math
 
 import numpy as np
+import pandas as pd
 import pytest
 
 from grpo_lambda import stats
+from grpo_lambda.stats import Interval, Term, linear_interval, mean_interval, paired_difference, t_interval
 from grpo_lambda.tables.cells import Cells
 from grpo_lambda.tables.options import REPORT_DEFAULTS
-from grpo_lambda.stats import Term, bootstrap_linear, bootstrap_mean, paired_difference
 
 
 def test_estimate_is_the_pooled_mean_and_lies_in_its_interval():
     correct = np.array([[1, 0, 1, 1], [0, 0, 1, 1.0]])
-    interval = bootstrap_mean(correct, n_boot=500)
+    interval = mean_interval(correct)
     assert interval.estimate == pytest.approx(5 / 8)
     assert interval.low <= interval.estimate <= interval.high
 
 
 def test_missing_entries_are_left_out_of_the_mean():
     correct = np.array([[1, 0, np.nan], [1, 1, 1.0]])
-    assert bootstrap_mean(correct, n_boot=0).estimate == pytest.approx(4 / 5)
-    assert np.isnan(bootstrap_mean(correct, n_boot=0).low)
+    assert mean_interval(correct).estimate == pytest.approx(4 / 5)
 
 
-def test_same_seed_gives_the_same_interval_and_another_seed_another():
+def test_the_variance_is_the_crossed_anova_estimator_by_hand():
+    """One arm, S seeds × P problems, complete: V = (MS_seed + MS_problem − MS_error) / (S·P), the unbiased
+    estimator of σ²_seed/S + σ²_problem/P + σ²_error/(SP), with Satterthwaite's degrees of freedom."""
+    rng = np.random.default_rng(0)
+    seeds, problems = 5, 40
+    y = rng.normal(0, 1, (seeds, 1)) * 0.5 + rng.normal(0, 1, (1, problems)) + rng.normal(0, 1, (seeds, problems))
+    grand, by_seed, by_problem = y.mean(), y.mean(axis=1), y.mean(axis=0)
+    ms_seed = problems * ((by_seed - grand) ** 2).sum() / (seeds - 1)
+    ms_problem = seeds * ((by_problem - grand) ** 2).sum() / (problems - 1)
+    residual = y - by_seed[:, None] - by_problem[None, :] + grand
+    ms_error = (residual ** 2).sum() / ((seeds - 1) * (problems - 1))
+    n = seeds * problems
+    variance = (ms_seed + ms_problem - ms_error) / n
+    parts = [(ms_seed / n, seeds - 1), (ms_problem / n, problems - 1), (ms_error / n, (seeds - 1) * (problems - 1))]
+    df = variance ** 2 / sum(v * v / d for v, d in parts)
+    interval = mean_interval(y)
+    assert interval.estimate == pytest.approx(grand)
+    assert interval.se == pytest.approx(math.sqrt(variance))
+    assert interval.df == pytest.approx(df)
+    half = stats.student_t_quantile(0.975, df) * math.sqrt(variance)
+    assert (interval.low, interval.high) == pytest.approx((grand - half, grand + half))
+
+
+def test_a_seed_level_interval_is_the_textbook_t_interval():
+    values = np.array([0.31, 0.35, 0.28, 0.40])
+    interval = t_interval(values)
+    half = 3.182446305 * values.std(ddof=1) / 2  # t(3, 0.975) · s / √4
+    assert interval.estimate == pytest.approx(values.mean())
+    assert (interval.low, interval.high) == pytest.approx((values.mean() - half, values.mean() + half))
+    assert interval.df == 3
+    assert np.isnan(t_interval([0.3]).low) and np.isnan(t_interval([]).estimate)
+
+
+def test_the_same_input_gives_the_same_interval_to_the_bit():
     correct = (np.random.default_rng(0).random((3, 50)) < 0.4).astype(float)
-    assert bootstrap_mean(correct, seed=7) == bootstrap_mean(correct, seed=7)
-    assert bootstrap_mean(correct, seed=7) != bootstrap_mean(correct, seed=8)
+    assert mean_interval(correct) == mean_interval(correct)
+
+
+# --- coverage by simulation -----------------------------------------------------------------------
+
+
+def test_seed_level_coverage_at_four_normal_seeds():
+    """n = 4 normal draws, 4000 times: the 95% t interval covers the mean at least 92% of the time (the
+    percentile bootstrap it replaces covered about 80%)."""
+    rng = np.random.default_rng(1)
+    draws = rng.normal(0.4, 0.05, (4000, 4))
+    covered = [interval.low <= 0.4 <= interval.high for interval in map(t_interval, draws)]
+    assert 0.92 <= np.mean(covered) <= 0.975
 
 
 def test_coverage_over_problems_is_nominal():
-    """Many simulated benchmarks of 200 Bernoulli(0.3) problems: the 95% interval covers 0.3 in
-    about 95% of them (binomial s.e. of the coverage with 300 datasets ≈ 1.3 points)."""
-    rng = np.random.default_rng(1)
-    truth, datasets = 0.3, 300
-    hits = 0
-    for i in range(datasets):
-        interval = bootstrap_mean((rng.random(200) < truth).astype(float), n_boot=1000, seed=i)
-        hits += interval.low <= truth <= interval.high
-    assert 0.92 <= hits / datasets <= 0.98
-
-
-def test_coverage_over_problems_and_seeds():
-    """Problems drawn from a population of difficulties, seeds shifting accuracy: the two-way
-    bootstrap covers the population mean at least nominally (it is slightly conservative)."""
+    """One seed, 200 Bernoulli(0.3) problems, 400 times: the interval over problems covers 0.3 in about 95%."""
     rng = np.random.default_rng(2)
-    truth, datasets, hits = 0.4, 200, 0
-    for i in range(datasets):
-        difficulty = rng.beta(2, 3, size=100)  # mean 0.4
-        shift = rng.normal(0, 0.05, size=5)
-        p = np.clip(difficulty[None, :] + shift[:, None], 0, 1)
-        interval = bootstrap_mean((rng.random(p.shape) < p).astype(float), n_boot=1000, seed=i)
-        hits += interval.low <= truth <= interval.high
-    assert 0.92 <= hits / datasets <= 0.995
+    hits = 0
+    for _ in range(400):
+        interval = mean_interval((rng.random(200) < 0.3).astype(float))
+        hits += interval.low <= 0.3 <= interval.high
+    assert 0.92 <= hits / 400 <= 0.98
 
 
-def test_paired_difference_detects_a_real_gap():
-    rng = np.random.default_rng(3)
-    difficulty = rng.random(300)
-    baseline = (rng.random((2, 300)) < difficulty).astype(float)
-    better = (rng.random((2, 300)) < np.clip(difficulty + 0.15, 0, 1)).astype(float)
-    interval = paired_difference(better, baseline, n_boot=1000)
-    assert interval.estimate == pytest.approx(better.mean() - baseline.mean())
-    assert interval.excludes(0.0) and interval.low > 0
+def crossed_difference(rng, seeds: int, problems: int, gap: float = 0.05):
+    """Two arms of one SFT model under a crossed random-effects model with binary outcomes: a problem's
+    difficulty (shared by the arms), its own response to the treatment, a seed effect per arm correlated
+    across the arms of one seed (same SFT model and prompts), a seed × problem interaction, then a
+    Bernoulli draw. Built on the probability scale, within [0, 1], so the population difference is
+    ``gap`` exactly."""
+    difficulty = rng.uniform(0.2, 0.7, problems)
+    response = rng.uniform(-0.08, 0.08, problems)
+    shared = rng.normal(0, 1, seeds)
+    seed_effect = [0.04 * (math.sqrt(0.5) * shared + math.sqrt(0.5) * rng.normal(0, 1, seeds)) for _ in range(2)]
+    seed_effect = [np.clip(e, -0.09, 0.09) for e in seed_effect]
+    interaction = [rng.uniform(-0.05, 0.05, (seeds, problems)) for _ in range(2)]
+    treated = difficulty + gap + response + seed_effect[0][:, None] + interaction[0]
+    baseline = difficulty + seed_effect[1][:, None] + interaction[1]
+    return [(rng.random(p.shape) < p).astype(float) for p in (treated, baseline)]
 
 
-def test_paired_difference_does_not_flag_a_null_gap():
+@pytest.mark.parametrize("seeds", [4, 8])
+def test_coverage_of_the_paired_accuracy_difference_under_crossed_random_effects(seeds):
+    """300 problems, 4 or 8 seeds, 400 studies each: the paired 95% interval of the accuracy difference
+    covers the true gap at least 92% of the time, without being grossly conservative."""
+    rng = np.random.default_rng(3 + seeds)
+    hits = 0
+    for _ in range(400):
+        treated, baseline = crossed_difference(rng, seeds, 300)
+        interval = paired_difference(treated, baseline)
+        hits += interval.low <= 0.05 <= interval.high
+    assert 0.92 <= hits / 400 <= 0.985
+
+
+def test_coverage_of_a_mean_over_seeds_and_problems():
+    """One arm's mean over 5 seeds × 100 problems drawn from a population of difficulties, with a seed
+    shift: covers the population mean (0.45) about 95% of the time."""
     rng = np.random.default_rng(4)
-    flagged = 0
-    for i in range(40):
-        difficulty = rng.random(300)
-        a = (rng.random((2, 300)) < difficulty).astype(float)
-        b = (rng.random((2, 300)) < difficulty).astype(float)
-        flagged += paired_difference(a, b, n_boot=500, seed=i).excludes(0.0)
-    assert flagged <= 6  # about 5% of 40 expected; 6 or more has probability < 5%
+    hits = 0
+    for _ in range(300):
+        p = np.clip(rng.uniform(0.2, 0.7, 100)[None, :] + rng.normal(0, 0.04, 5)[:, None], 0, 1)
+        interval = mean_interval((rng.random(p.shape) < p).astype(float))
+        hits += interval.low <= 0.45 <= interval.high
+    assert 0.92 <= hits / 300 <= 0.99
 
 
-def test_pairing_narrows_the_interval_when_problems_dominate():
-    """The same problems answered by two close methods: the paired interval is far narrower than
-    one that resamples the two arms' problems independently."""
+# --- pairing --------------------------------------------------------------------------------------
+
+
+def test_identical_arms_differ_by_exactly_zero_with_no_width():
+    """A check line that writes the baseline's completions (grpo-lambda-0 and grpo): 0 [0, 0], p = 1."""
     rng = np.random.default_rng(5)
-    easy = rng.random(400) < 0.5
-    a = easy.astype(float)[None, :]
+    arms = [(rng.random((4, 100)) < 0.6).astype(float) for _ in range(3)]
+    terms = [Term(1 / 3, arm, "sft", f"bench{b}", (0, 1, 2, 3)) for b, arm in enumerate(arms)]
+    interval = linear_interval(terms + [Term(-t.weight, t.correct, t.seeds, t.problems, t.rows) for t in terms])
+    assert (interval.estimate, interval.low, interval.high, interval.se) == (0.0, 0.0, 0.0, 0.0)
+    assert interval.p_value() == 1.0 and not interval.excludes(0.0)
+
+
+def test_pairing_by_seed_removes_the_seed_effect_both_arms_share():
+    """Each seed moves both arms alike (same SFT model and prompts): paired by seed the gap is
+    resolved; with the seeds of each arm taken as independent runs it is not."""
+    rng = np.random.default_rng(6)
+    shift = np.array([-0.15, -0.05, 0.05, 0.15])[:, None]
+    p = np.clip(rng.uniform(0.2, 0.6, 400)[None, :] + shift, 0, 1)
+    baseline = (rng.random(p.shape) < p).astype(float)
+    treated = np.maximum(baseline, (rng.random(p.shape) < 0.08))  # the treatment adds some right answers
+    paired = paired_difference(treated, baseline)
+    apart = linear_interval([Term(1.0, treated, "a", "bench"), Term(-1.0, baseline, "b", "bench")])
+    assert paired.estimate == pytest.approx(apart.estimate)
+    assert paired.low > 0 and apart.low < 0 < apart.high
+    assert paired.high - paired.low < 0.5 * (apart.high - apart.low)
+
+
+def test_rows_pair_by_seed_name_not_position():
+    """Seed 3 of one arm pairs with seed 3 of the other wherever it sits."""
+    rng = np.random.default_rng(7)
+    base = (rng.random((3, 60)) < 0.5).astype(float)
+    order = [2, 0, 1]
+    same = linear_interval([Term(1.0, base, "sft", "b", (1, 2, 3)), Term(-1.0, base[order], "sft", "b", (3, 1, 2))])
+    assert (same.estimate, same.low, same.high) == (0.0, 0.0, 0.0)
+    with pytest.raises(ValueError, match="once each"):
+        linear_interval([Term(1.0, base, "sft", "b", (1, 1, 2))])
+
+
+def test_pairing_by_problem_narrows_the_interval_when_problems_dominate():
+    rng = np.random.default_rng(8)
+    a = (rng.random(400) < 0.5).astype(float)[None, :]
     b = a.copy()
     b[0, :20] = 1 - b[0, :20]  # differ on 20 of 400 problems
-    paired = paired_difference(a, b, n_boot=1000)
-    unpaired = bootstrap_linear([Term(1.0, a, "a", "pa"), Term(-1.0, b, "b", "pb")], n_boot=1000)
+    paired = paired_difference(a, b)
+    unpaired = linear_interval([Term(1.0, a, "a", "pa"), Term(-1.0, b, "b", "pb")])
     assert paired.estimate == pytest.approx(unpaired.estimate)
     assert (paired.high - paired.low) < 0.5 * (unpaired.high - unpaired.low)
 
 
+def test_a_null_gap_is_flagged_about_as_often_as_the_level_allows():
+    rng = np.random.default_rng(9)
+    flagged = 0
+    for _ in range(200):
+        difficulty = rng.random(300)
+        a, b = ((rng.random((4, 300)) < difficulty).astype(float) for _ in range(2))
+        flagged += paired_difference(a, b).p_value() < 0.05
+    assert flagged <= 18  # 10 expected; 18 or more has probability < 1%
+
+
 def test_linear_combination_of_benchmarks():
-    a = np.array([1, 1, 0, 0.0])
-    b = np.array([1, 0, 0, 0, 0, 0.0])
-    average = bootstrap_linear([Term(0.5, a, "run", "A"), Term(0.5, b, "run", "B")], n_boot=200)
+    a, b = np.array([1, 1, 0, 0.0]), np.array([1, 0, 0, 0, 0, 0.0])
+    average = linear_interval([Term(0.5, a, "run", "A"), Term(0.5, b, "run", "B")])
     assert average.estimate == pytest.approx(0.5 * 0.5 + 0.5 / 6)
+
+
+# --- p-values, equivalence, power, Holm ------------------------------------------------------------
+
+
+def test_p_value_and_interval_agree():
+    """The p-value of 0 is below 1 − level exactly when the interval excludes 0."""
+    for estimate in (0.01, 0.03, 0.05, -0.06):
+        interval = stats._t_from(estimate, 0.02 ** 2, [(0.02 ** 2, 6, 1)], 0.95)
+        assert (interval.p_value() < 0.05) == interval.excludes(0.0)
+    interval = stats._t_from(0.05, 0.02 ** 2, [(0.02 ** 2, 6, 1)], 0.95)
+    assert interval.p_value() == pytest.approx(2 * 0.023264, abs=1e-5)  # t = 2.5 on 6 df: P(T > 2.5) = 0.0233
+
+
+def test_tost_and_the_minimum_detectable_effect_by_hand():
+    interval = Interval(0.004, float("nan"), float("nan"), se=0.01, df=10)
+    # TOST at margin 0.03: max(P(T > (0.004 + 0.03)/0.01), P(T < (0.004 − 0.03)/0.01)) on 10 df
+    assert interval.equivalence_p(0.03) == pytest.approx(stats.t_sf(2.6, 10))
+    assert interval.equivalence_p(0.03) < 0.05 < interval.equivalence_p(0.01)
+    # MDE at 80% power, two-sided 5%: (t_{10, 0.975} + t_{10, 0.8}) · se = (2.228 + 0.879) · 0.01
+    assert interval.mde() == pytest.approx((2.228139 + 0.879058) * 0.01, rel=1e-5)
+    assert Interval(0.0, 0.0, 0.0, 0.0).equivalence_p(0.01) == 0.0
+
+
+def test_holm_by_hand():
+    adjusted = stats.holm([0.01, 0.04, 0.03, np.nan, 0.5])
+    # sorted 0.01, 0.03, 0.04, 0.5 over 4 tests: 0.04, 0.09, max(0.09, 0.08), max(0.09, 0.5)
+    assert adjusted[:3] == pytest.approx([0.04, 0.09, 0.09]) and adjusted[4] == pytest.approx(0.5)
+    assert np.isnan(adjusted[3])
+    assert stats.holm([0.3, 0.6]) == pytest.approx([0.6, 0.6])
 
 
 def test_bad_input_is_refused():
     with pytest.raises(ValueError, match="terms"):
-        bootstrap_linear([])
+        linear_interval([])
     with pytest.raises(ValueError, match="level"):
-        bootstrap_mean(np.ones(3), level=1.5)
-    with pytest.raises(ValueError, match="n_boot"):
-        bootstrap_mean(np.ones(3), n_boot=-1)
+        mean_interval(np.ones(3), level=1.5)
     with pytest.raises(ValueError, match="disagree"):
-        bootstrap_linear([Term(1, np.ones(3), "s", "p"), Term(1, np.ones(4), "s2", "p")])
-
-
-def test_cache_only_saves_time():
-    rng = np.random.default_rng(6)
-    a, b = (rng.random((3, 80)) < 0.5).astype(float), (rng.random((3, 80)) < 0.6).astype(float)
-    terms = [Term(1.0, a, "run a", "bench"), Term(-1.0, b, "run b", "bench")]
-    cache: dict = {}
-    first = bootstrap_linear(terms, n_boot=300, cache=cache)
-    assert cache  # the draws were kept
-    assert bootstrap_linear(terms, n_boot=300, cache=cache) == first == bootstrap_linear(terms, n_boot=300)
-
-
-# Pinned after a mutation run (docs/testing.md): each test below fails under a surviving mutant.
+        linear_interval([Term(1, np.ones(3), "s", "p"), Term(1, np.ones(4), "s2", "p")])
 
 
 def test_an_interval_that_touches_the_value_does_not_exclude_it():
-    from grpo_lambda.stats import Interval
-
-    # e.g. a paired gap of steps whose replicates are all 0: [0, 0] is not distinguishable from 0
     assert not Interval(0.0, 0.0, 0.0).excludes(0.0)
     assert not Interval(0.05, 0.0, 0.1).excludes(0.0)
     assert not Interval(-0.05, -0.1, 0.0).excludes(0.0)
     assert Interval(0.05, 1e-12, 0.1).excludes(0.0) and Interval(-0.05, -0.1, -1e-12).excludes(0.0)
 
 
-def test_unobserved_entries_add_nothing_to_a_replicate():
-    # Every observed verdict is wrong; the unobserved ones must not count as right in any replicate.
+def test_unobserved_entries_add_nothing():
     correct = np.zeros((3, 40))
     correct[:, ::2] = np.nan
-    interval = bootstrap_mean(correct, n_boot=300)
+    interval = mean_interval(correct)
     assert (interval.estimate, interval.low, interval.high) == (0.0, 0.0, 0.0)
+    assert np.isnan(mean_interval(np.full((2, 3), np.nan)).estimate)
 
 
 def test_shapes_and_levels_at_the_edges():
-    assert bootstrap_mean(np.ones((1, 1)), n_boot=50).estimate == 1.0  # one seed, one problem
+    single = mean_interval(np.ones((1, 1)))
+    assert single.estimate == 1.0 and np.isnan(single.low)  # one seed, one problem: no interval
     with pytest.raises(ValueError, match="shape"):
-        bootstrap_mean(np.ones((2, 2, 2)))
+        mean_interval(np.ones((2, 2, 2)))
     for level in (0.0, 1.0):
         with pytest.raises(ValueError, match="level"):
-            bootstrap_mean(np.ones(3), level=level)
+            mean_interval(np.ones(3), level=level)
+
+
+# --- width against the binomial width -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("level", [0.90, 0.95])
+def test_interval_width_is_the_binomial_width_of_its_level(level):
+    """One seed, n problems, accuracy p: the interval is 2 t_{n−1} √(p(1−p)/(n−1)) wide. The 90% width
+    is 16% below the 95% one, so one level cannot pass for the other."""
+    n, p = 2000, 0.3
+    correct = np.zeros(n)
+    correct[: int(p * n)] = 1.0
+    analytic = 2 * stats.student_t_quantile((1 + level) / 2, n - 1) * math.sqrt(p * (1 - p) / (n - 1))
+    interval = mean_interval(correct, level=level)
+    assert (interval.high - interval.low) == pytest.approx(analytic, rel=1e-9)
+    # the tables ask for the report's level through Cells
+    cells = Cells(_empty_samples(), {"benchmarks": {}}, {"level": level})
+    table_interval = cells.interval([Term(1.0, correct, "s", "p")])
+    assert (table_interval.high - table_interval.low) == pytest.approx(analytic, rel=1e-9)
+    assert REPORT_DEFAULTS["level"] == 0.95
+
+
+def _empty_samples():
+    return pd.DataFrame({column: [] for column in ("mode", "benchmark", "id", "model", "dataset", "variant",
+                                                   "step", "seed", "correct")})
+
+
+# --- the sampled metrics and the smoothing ---------------------------------------------------------
 
 
 def test_the_unbiased_pass_at_k_by_hand():
@@ -171,29 +307,10 @@ def test_majority_vote_takes_the_most_frequent_answer_first_seen_on_ties_and_ign
     assert majority_correct([None, None], [0, 0]) == 0.0
 
 
-# --- interval width against the binomial width -----------------------------------------------------
-
-
-@pytest.mark.parametrize("level, z", [(0.90, 1.6448536), (0.95, 1.9599640)])
-def test_bootstrap_width_is_the_binomial_width_of_its_level(level, z):
-    """One seed, n problems, accuracy p: the percentile interval is about 2 z √(p(1−p)/n) wide. The
-    90% width is 16% below the 95% one, twice the tolerance, so one level cannot pass for the other."""
-    n, p = 2000, 0.3
-    correct = np.zeros(n)
-    correct[: int(p * n)] = 1.0
-    analytic = 2 * z * math.sqrt(p * (1 - p) / n)
-    interval = stats.bootstrap_mean(correct, n_boot=4000, level=level, seed=1)
-    assert (interval.high - interval.low) == pytest.approx(analytic, rel=0.06)
-    # the tables ask for the report's level through Cells
-    options = {"bootstrap": 4000, "level": level, "seed": 1}
-    cells = Cells(_empty_samples(), [], options)
-    table_interval = cells.interval([stats.Term(1.0, correct, "s", "p")])
-    assert (table_interval.high - table_interval.low) == pytest.approx(analytic, rel=0.06)
-    assert REPORT_DEFAULTS["level"] == 0.95
-
-
-def _empty_samples():
-    import pandas as pd
-
-    return pd.DataFrame({column: [] for column in ("mode", "benchmark", "id", "model", "dataset", "variant",
-                                                   "step", "seed", "correct")})
+def test_smoothing_is_the_debiased_ema_that_skips_nan():
+    """s_t = w s_{t−1} + (1−w) x_t over the finite values, shown as s_t / (1 − w^n), by hand."""
+    w = 0.5
+    out = stats.smooth([np.nan, 1.0, np.nan, 0.0], w)
+    assert np.isnan(out[0])
+    assert out[1] == pytest.approx(1.0) and out[2] == pytest.approx(1.0)  # carried over the NaN
+    assert out[3] == pytest.approx((w * (1 - w) * 1.0) / (1 - w ** 2))

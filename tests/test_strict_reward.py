@@ -23,4 +23,4 @@ def test_strict_rewards_only_a_single_correct_answer_and_evaluation_keeps_the_pa
     assert grade(completions[0], "4")  # the paper's grader accepts it; evaluation keeps that for parity
     assert accuracy_reward(completions, answer=golds) == [1.0, 1.0, 0.0, 0.0, 0.0]
     assert strict_accuracy_reward(completions, answer=golds) == [0.0, 1.0, 0.0, 0.0, 0.0]
-    assert REWARDS == {"evaluation": accuracy_reward, "strict": strict_accuracy_reward}
+    assert REWARDS["evaluation"] is accuracy_reward and REWARDS["strict"] is strict_accuracy_reward

@@ -91,12 +91,12 @@ def test_table1_default_is_the_mean_of_recent_trace_variants(tables):
 
 def test_table1_choice_from_the_config(tree):
     root, config = tree
-    config = {**config, "report": {"bootstrap": 0, "grpo_lambda_variant": {"qwen15": "bw99", "small": "mean"}}}
+    config = {**config, "report": {"grpo_lambda_variant": {"qwen15": "bw99", "small": "mean"}}}
     t1 = build_tables(config, root)["table1"].set_index(["model", "method"])
     assert t1.loc[("qwen15", "grpo_lambda"), "variants"] == "bw99"
+    assert t1.loc[("qwen15", "grpo_lambda"), "label"] == "both/weight/0.99"  # one variant: its own label
     assert t1.loc[("qwen15", "grpo_lambda"), "math500"] == pytest.approx(
         np.mean([mean_over_seeds("qwen15", d, "bw99", "math500") for d in DATASETS]))
-    assert np.isnan(t1.loc[("qwen15", "grpo_lambda"), "math500_low"])  # bootstrap 0: no interval
 
 
 def test_published_difference(tables):
@@ -127,8 +127,8 @@ def test_published_difference(tables):
 
 def test_appendix_e_layout(tables):
     table = tables["appendix_e_qwen15"]
-    assert list(table.columns) == ["benchmark", "dataset", "GRPO", "both/weight/0.99", "recent/trace/0.98",
-                                   "recent/trace/0.99", "GRPO again"]
+    assert list(table.columns) == ["benchmark", "dataset", "GRPO", "both/weight/0.99",
+                                   "recent/trace/0.98", "recent/trace/0.99", "GRPO again"]
     assert list(table.benchmark[::2]) == list(BENCHMARKS) + ["average"]
     row = table[(table.benchmark == "olympiadbench") & (table.dataset == "gsm8k")].iloc[0]
     assert row["recent/trace/0.98"] == pytest.approx(mean_over_seeds("qwen15", "gsm8k", "rt98", "olympiadbench"))
@@ -215,7 +215,10 @@ def test_empty_results_folder_still_writes_tables(tmp_path):
 
 def test_bad_report_options_name_the_key():
     config = make_config()
-    for report, key in [({"bootstrap": -1}, "report.bootstrap"), ({"baseline": "nope"}, "report.baseline"),
+    for report, key in [({"level": 1.5}, "report.level"), ({"baseline": "nope"}, "report.baseline"),
+                        ({"equivalence_margin": {"accuracy": -0.01}}, "report.equivalence_margin.accuracy"),
+                        ({"equivalence_margin": {"loss": 0.01}}, "report.equivalence_margin.loss"),
+                        ({"metric": "pass_at_k"}, "report.metric pass_at_k needs sampled completions"),
                         ({"grpo_lambda_variant": "nope"}, "report.grpo_lambda_variant"),
                         ({"grpo_lambda_variant": {"colour": "red"}}, "report.grpo_lambda_variant"),
                         ({"smoothing": 1.5}, "report.smoothing"), ({"typo": 1}, "unknown option")]:
@@ -328,7 +331,7 @@ def _table1(config: dict, root) -> pd.DataFrame:
     from grpo_lambda.tables.table1 import table1
 
     options = report_options(config)
-    cells = Cells(collect_samples(root, config), config["benchmarks"], options)
+    cells = Cells(collect_samples(root, config), config, options)
     return table1(cells, config, options).set_index(["model", "method"])
 
 
@@ -338,7 +341,7 @@ def test_table1_grpo_lambda_row_averages_grpo_lambda_variants_only(tree, choice)
     """"mean", and a selector that matches no variant (which falls back to "mean"), average the
     model's GRPO-λ variants: neither the baseline GRPO nor the other GRPO ("same") comes in."""
     root, config = tree
-    config = {**config, "report": {"bootstrap": 0, "grpo_lambda_variant": choice}}
+    config = {**config, "report": {"grpo_lambda_variant": choice}}
     t1 = _table1(config, root)
     lam = t1.loc[("qwen15", "grpo_lambda")]
     assert lam["variants"] == "rt98 rt99 bw99"
@@ -362,7 +365,7 @@ def test_table1_counts_greedy_answers_only(tmp_path):
     config = make_config()
     config["models"] = {"small": {"source": "y", "variants": ["grpo", "rt99"], "datasets": ["math12k"]}}
     config["benchmarks"] = {"amc": {"source": "registry"}, "aime24": {"source": "registry"}}
-    config["report"] = {"bootstrap": 0}
+    config["report"] = {}
     greedy_right = {  # (variant, seed, benchmark): the problems the greedy answer gets right
         ("grpo", 0, "amc"): {0}, ("grpo", 1, "amc"): {0, 1},
         ("rt99", 0, "amc"): {0, 1, 2}, ("rt99", 1, "amc"): {1, 2, 3},
@@ -498,7 +501,7 @@ def test_table1_averages_over_the_variants_present(tree, tmp_path):
     shutil.copytree(root, partial)
     shutil.rmtree(partial / "qwen15" / "gsm8k" / "rt98")  # rt99 alone on gsm8k
     shutil.rmtree(partial / "qwen15" / "gsm8k" / "grpo")  # GRPO on math12k only
-    config = {**config, "report": {"bootstrap": 0}}
+    config = {**config, "report": {}}
     t1 = build_tables(config, partial)["table1"].set_index(["model", "method"])
     lam, grpo = t1.loc[("qwen15", "grpo_lambda")], t1.loc[("qwen15", "grpo")]
     assert lam["variants"] == "rt98 rt99" and lam["datasets"] == "math12k gsm8k"
@@ -510,3 +513,24 @@ def test_table1_averages_over_the_variants_present(tree, tmp_path):
     assert grpo["datasets"] == "math12k"
     assert lam["average"] == pytest.approx(np.mean([lam[b] for b in BENCHMARKS]))
     assert set(DATASETS) == {"math12k", "gsm8k"}
+
+
+def test_the_majority_vote_of_all_problems_at_once_is_the_per_problem_rule():
+    """collect.sampled_per_problem counts the votes of every problem in one pass; each problem's verdict must
+    be stats.majority_correct's (most frequent answer, ties to the first seen, blanks not voting)."""
+    from grpo_lambda.stats import majority_correct
+    from grpo_lambda.tables.collect import sampled_per_problem
+
+    rng = np.random.default_rng(0)
+    keys = {"model": "m", "dataset": "d", "variant": "v", "seed": 0, "step": "final", "benchmark": "b"}
+    rows = []
+    for pid in range(300):
+        for sample in range(int(rng.integers(1, 7))):
+            answer = [None, "", "1", "2", "3"][int(rng.integers(0, 5))]
+            rows.append({**keys, "id": str(pid), "mode": "sampled", "sample": sample, "extracted": answer,
+                         "correct": float(rng.random() < 0.5)})
+    frame = pd.DataFrame(rows)
+    per_problem = sampled_per_problem(frame).set_index("id")
+    for pid, group in frame.groupby("id"):
+        assert per_problem.loc[pid, "maj"] == majority_correct(list(group["extracted"]), list(group["correct"])), pid
+        assert per_problem.loc[pid, "samples"] == len(group) and per_problem.loc[pid, "right"] == group["correct"].sum()

@@ -276,3 +276,76 @@ def test_apply_trace_across_two_scan_blocks(length):
     for style, eps in (("recent", 0.0), ("recent", 1e-3), ("both", 0.0)):
         dense = x @ trace_matrix(length, 0.97, style=style, eps=eps).T
         torch.testing.assert_close(apply_trace(x, 0.97, style=style, eps=eps), dense, rtol=1e-10, atol=1e-10)
+
+
+# --- the dense product with a cached W: what method "auto" takes on a GPU below the crossover -----
+
+
+@pytest.mark.parametrize("form", FORMS)
+@pytest.mark.parametrize("style", STYLES)
+def test_dense_method_matches_the_matrix_and_its_gradient(style, form):
+    generator = torch.Generator().manual_seed(hash((style, form, "dense")) % 2**31)
+    for lam, eps, (length, trace_length) in itertools.product(
+            (0.0, 0.5, 0.99), (0.0, 0.05, 1.5), [(1, None), (17, None), (300, None), (300, 437)]):
+        x = torch.randn(3, length, dtype=torch.float64, generator=generator, requires_grad=True)
+        mask = (torch.rand(3, length, generator=generator) > 0.3).double()
+        upstream = torch.randn(3, length, dtype=torch.float64, generator=generator)
+        matrix = trace_matrix(length, lam, style=style, form=form, eps=eps, length=trace_length)
+        y = apply_trace(x, lam, style=style, form=form, eps=eps, mask=mask, length=trace_length, method="dense")
+        (grad,) = torch.autograd.grad((y * upstream).sum(), x)
+        expected = (x * mask) @ matrix.T
+        (expected_grad,) = torch.autograd.grad((expected * upstream).sum(), x)
+        case = f"lam={lam} eps={eps} T={length} length={trace_length}"
+        torch.testing.assert_close(y, expected, rtol=1e-12, atol=1e-12 * expected.abs().max().item(), msg=case)
+        torch.testing.assert_close(grad, expected_grad, rtol=1e-12, atol=1e-12 * expected_grad.abs().max().item(),
+                                   msg=case)
+
+
+def test_the_gpu_dispatch_forced_on_cpu_gives_the_scan_values(monkeypatch):
+    """The dispatch CUDA takes (a cached W below the crossover, the O(T) operator above), run on the CPU
+    by adding "cpu" to the device types that may take the dense product."""
+    from grpo_lambda import traces
+
+    x64 = torch.randn(4, 700, dtype=torch.float64, generator=torch.Generator().manual_seed(21))
+    assert not traces.uses_dense(x64)  # the CPU's own dispatch: always the O(T) operator
+    scanned = {(style, form, dtype): apply_trace(x64.to(dtype), 0.99, style=style, form=form, eps=1e-7,
+                                                 method="scan")
+               for style, form, dtype in itertools.product(STYLES, FORMS, (torch.float64, torch.float32))}
+    monkeypatch.setattr(traces, "DENSE_DEVICES", ("cpu", "cuda"))
+    traces._dense_weights.cache_clear()
+    for (style, form, dtype), expected in scanned.items():
+        x = x64.to(dtype)
+        assert traces.uses_dense(x, style, form)
+        y = apply_trace(x, 0.99, style=style, form=form, eps=1e-7)
+        assert y.dtype == dtype
+        tolerance = 1e-12 if dtype == torch.float64 else 1e-5
+        torch.testing.assert_close(y, expected, rtol=tolerance, atol=tolerance * expected.abs().max().item(),
+                                   msg=f"{style} {form} {dtype}")
+    assert traces._dense_weights.cache_info().currsize > 0  # the dense product did run
+    # above the crossover, and where W would outgrow its memory bound, the O(T) operator runs
+    widest = {dtype: int((traces.DENSE_MAX_BYTES / size) ** 0.5) for dtype, size in
+              ((torch.float64, 8), (torch.float32, 4), (torch.bfloat16, 2))}
+    for (form, style), crossover in traces.DENSE_BELOW.items():
+        for dtype, width in widest.items():
+            assert traces.uses_dense(torch.zeros(1, min(crossover - 1, width), dtype=dtype), style, form)
+            assert not traces.uses_dense(torch.zeros(1, max(crossover, width + 1), dtype=dtype), style, form)
+
+
+def test_dense_weights_are_built_once_for_every_batch_width():
+    """Batches of different widths share one cached W (its entries do not depend on T)."""
+    from grpo_lambda import traces
+
+    traces._dense_weights.cache_clear()
+    for length in (5, 96, 333, 1000):
+        x = torch.randn(2, length, dtype=torch.float64)
+        expected = x @ trace_matrix(length, 0.9, style="both", eps=1e-3).T
+        torch.testing.assert_close(apply_trace(x, 0.9, style="both", eps=1e-3, method="dense"), expected)
+        # the absolute form with a fixed trace length: one W as well
+        expected = x @ trace_matrix(length, 0.9, form="absolute", length=1000).T
+        torch.testing.assert_close(apply_trace(x, 0.9, form="absolute", length=1000, method="dense"), expected)
+    assert traces._dense_weights.cache_info().misses == 2
+
+
+def test_an_unknown_method_names_the_culprit():
+    with pytest.raises(ValueError, match="method"):
+        apply_trace(torch.zeros(2, 3), 0.9, method="fused")

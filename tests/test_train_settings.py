@@ -33,6 +33,8 @@ RL = {
     "bf16": (False, None), "gradient_checkpointing": (True, None),
     # The pipeline's own: a prompt filter and the reward function, not TRL fields.
     "max_prompt_length": (64, None), "reward": ("strict", None),
+    # The reward functions' weights reach TRL (the functions themselves: tests/test_rewards.py).
+    "rewards": ([{"name": "evaluation", "weight": 1.0}, {"name": "format", "weight": 0.5}], "reward_weights"),
     "report_to": ("mlflow", "report_to"), "trl": ({"top_k": 5}, "top_k"),
     # A callback of the pipeline's (grpo_lambda.completions), not TRL's log_completions.
     "log_completions": ({"every": 3, "prompts": 1}, None),
@@ -68,21 +70,22 @@ VARIANT = {
     "off_policy_mask_threshold": ({"objective": "grpo"}, 0.5, "off_policy_mask_threshold"),
     "num_iterations": ({"objective": "grpo"}, 2, "num_iterations"),
     "use_bias_correction_kl": ({"objective": "grpo"}, False, "use_bias_correction_kl"),
+    # rl settings a variant sets for itself (variants.RL_KEYS), over the config's rl: values.
+    "learning_rate": ({"objective": "grpo"}, 1.5e-5, "learning_rate"),
+    "lr_scheduler_type": ({"objective": "grpo"}, "cosine", "lr_scheduler_type"),
+    "warmup_steps": ({"objective": "grpo"}, 2, "warmup_steps"),
+    "weight_decay": ({"objective": "grpo"}, 0.05, "weight_decay"),
+    "max_grad_norm": ({"objective": "grpo"}, 0.5, "max_grad_norm"),
+    "num_generations": ({"objective": "grpo"}, 4, "num_generations"),
+    "temperature": ({"objective": "grpo"}, 0.7, "temperature"),
+    "top_p": ({"objective": "grpo"}, 0.9, "top_p"),
+    "max_completion_length": ({"objective": "grpo"}, 77, "max_completion_length"),
 }
 
 
 def test_every_schema_key_is_covered_here():
     assert set(RL) == set(SCHEMA["rl"]["properties"])
     assert set(VARIANT) == set(SCHEMA["variant"]["properties"])
-
-
-@pytest.fixture(scope="module")
-def inputs(tmp_path_factory):
-    folder = tmp_path_factory.mktemp("inputs")
-    (folder / "base").mkdir()
-    (folder / "base" / "config.json").write_text("{}")
-    (folder / "data.jsonl").write_text('{"id": "a", "problem": "1+1", "answer": "2"}\n')
-    return str(folder / "base"), str(folder / "data.jsonl")
 
 
 def _settings(variant="grpo"):
@@ -94,13 +97,13 @@ def _field(args, name):
     return getattr(value, "value", value)  # TRL's enums hold the text
 
 
-def _hash(settings, inputs):
-    base, data = inputs
+def _hash(settings, fingerprint_inputs):
+    base, data = fingerprint_inputs
     return fingerprint.compute(settings, seed=0, base=base, data_path=data)["hash"]
 
 
 @pytest.mark.parametrize("key", sorted(RL))
-def test_an_rl_setting_reaches_trl_and_the_fingerprint(key, tmp_path, inputs):
+def test_an_rl_setting_reaches_trl_and_the_fingerprint(key, tmp_path, fingerprint_inputs):
     value, field = RL[key]
     settings = _settings()
     assert settings["rl"].get(key) != value
@@ -108,12 +111,13 @@ def test_an_rl_setting_reaches_trl_and_the_fingerprint(key, tmp_path, inputs):
     changed["rl"][key] = value
     if field is not None:
         args = train.build_config(changed, output_dir=str(tmp_path), seed=0)
-        expected = value["top_k"] if key == "trl" else value
+        expected = {"trl": lambda: value["top_k"], "rewards": lambda: [spec["weight"] for spec in value]}.get(
+            key, lambda: value)()
         got = _field(args, field)
         assert (expected in got) if key == "report_to" else (got == expected), (key, got)
         before = _field(train.build_config(settings, output_dir=str(tmp_path), seed=0), field)
         assert before != got
-    same = _hash(changed, inputs) == _hash(settings, inputs)
+    same = _hash(changed, fingerprint_inputs) == _hash(settings, fingerprint_inputs)
     assert same == (key in RL_KEEPS_FINGERPRINT), key
 
 
@@ -127,7 +131,7 @@ def test_bf16_and_gradient_checkpointing_follow_the_config_on_a_gpu_and_are_off_
 
 
 @pytest.mark.parametrize("key", sorted(VARIANT))
-def test_a_variant_setting_reaches_trl_and_the_fingerprint(key, tmp_path, inputs):
+def test_a_variant_setting_reaches_trl_and_the_fingerprint(key, tmp_path, fingerprint_inputs):
     variant, value, field = VARIANT[key]
     settings = {**_settings(), "variant": dict(variant)}
     changed = {**settings, "variant": {**variant, key: value}}
@@ -137,7 +141,7 @@ def test_a_variant_setting_reaches_trl_and_the_fingerprint(key, tmp_path, inputs
     if field is not None:
         before = _field(train.build_config(settings, output_dir=str(tmp_path), seed=0), field)
         assert _field(args, field) == value and before != value, (key, before)
-    same = _hash(changed, inputs) == _hash(settings, inputs)
+    same = _hash(changed, fingerprint_inputs) == _hash(settings, fingerprint_inputs)
     assert same == (key == "label"), key
 
 

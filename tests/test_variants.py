@@ -19,7 +19,6 @@ SCHEMA = study.load_schema()["$defs"]["variant"]
 
 # Variant key -> the values the code that runs it implements (read from that code, not from the schema).
 OUR_CHOICES = {
-    "objective": variants.OBJECTIVES,
     "style": STYLES,
     "form": FORMS,
     "update": UPDATES,
@@ -43,12 +42,37 @@ def test_the_schema_offers_exactly_the_variant_keys_of_the_table():
     assert SCHEMA["required"] == ["objective"] and SCHEMA["additionalProperties"] is False
 
 
+def test_the_objectives_are_registered_once_and_the_schema_lists_none():
+    """An objective is its line in variants.OBJECTIVES and its importance weights in objectives.IMPORTANCE_WEIGHTS;
+    the schema leaves the names to the registry (no enum to keep in step), and the docs describe each one."""
+    from grpo_lambda.objectives import IMPORTANCE_WEIGHTS
+
+    assert set(IMPORTANCE_WEIGHTS) == set(variants.OBJECTIVES)
+    assert "enum" not in SCHEMA["properties"]["objective"]
+    documented = (ROOT / "docs" / "objectives.md").read_text()
+    for objective in variants.OBJECTIVES:
+        assert f"{{objective: {objective}" in documented, objective
+    with pytest.raises(ValueError, match=r"^objective: 'grpo-lambda' is not an objective; known: grpo, grpo_lambda"):
+        variants.variant_config_kwargs({"objective": "grpo-lambda"})
+
+
+def test_the_rl_settings_a_variant_may_set_are_the_rl_blocks_own():
+    """A variant's rl settings (RL_KEYS) take exactly the values rl: takes for them (the schema refers to rl's)."""
+    rl = study.load_schema()["$defs"]["rl"]["properties"]
+    for key in variants.RL_KEYS:
+        assert SCHEMA["properties"][key] == {"$ref": f"#/$defs/rl/properties/{key}"}, key
+        assert key in rl, key
+    with pytest.raises(ValueError, match=r"^learning_rate: 0 is less than or equal to the minimum of 0$"):
+        variants.variant_config_kwargs({"objective": "grpo", "learning_rate": 0})
+    assert variants.variant_config_kwargs({"objective": "grpo", "num_generations": 4})["num_generations"] == 4
+
+
 def test_every_variant_key_sets_a_field_of_the_trainers_config():
     fields = study.trl_config_fields()  # GRPOLambdaConfig's and its TRL bases', read from their source
     for key, (field_name, objectives) in variants.OBJECTIVE_KEYS.items():
         assert field_name in fields, key
         assert objectives is None or set(objectives) < set(variants.OBJECTIVES), key
-    assert set(variants.TRL_KEYS) <= set(fields)
+    assert set(variants.TRL_KEYS) <= set(fields) and set(variants.RL_KEYS) <= set(fields)
     assert set(variants.OAR_PARAMETER_KEYS) < set(variants.OBJECTIVE_KEYS)
     assert variants.OBJECTIVE_KEYS["scope"][1] == variants.HISTORY_OBJECTIVES
 
@@ -75,7 +99,7 @@ def test_the_config_defaults_are_values_the_schema_accepts(tmp_path):
     for objective in variants.OBJECTIVES:
         config = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
                                   objective=objective)
-        for key in (*variants.OBJECTIVE_KEYS, *variants.TRL_KEYS):
+        for key in (*variants.OBJECTIVE_KEYS, *variants.TRL_KEYS, *variants.RL_KEYS):
             field_name = variants.OBJECTIVE_KEYS[key][0] if key in variants.OBJECTIVE_KEYS else key
             variants.check_value(field_name, key, getattr(config, field_name))
 
@@ -121,3 +145,41 @@ def test_a_value_error_names_the_key_and_says_why():
         variants.variant_config_kwargs({"objective": "grpo_lambda", "lam": float("nan")})
     with pytest.raises(ValueError, match=r"^trace_gamma: 0 is less than or equal to the minimum of 0$"):
         variants.check_value("trace_gamma", "gamma", 0)
+
+
+# ---- adding an objective: its line in OBJECTIVES and its importance weights, nothing else ------------------
+
+def toy_importance_weights(logps, log_ratio, mask, params, trace_mask):
+    """A toy objective: twice GRPO's log-ratio. On-policy every ratio is 1 either way, so its gradient, and a
+    plain SGD step, is exactly twice GRPO's."""
+    return 2 * log_ratio, None, None
+
+
+def test_an_objective_registered_in_the_two_tables_is_configured_and_trains(model_dir, tmp_path, monkeypatch):
+    import torch
+
+    from grpo_lambda import objectives
+    from grpo_lambda.trainer import GRPOLambdaTrainer
+    from grpo_lambda.trainer_config import GRPOLambdaConfig
+    from trainer_batch import make_trainer
+
+    monkeypatch.setitem(variants.OBJECTIVES, "toy", "twice GRPO's log-ratio")
+    monkeypatch.setitem(objectives.IMPORTANCE_WEIGHTS, "toy", toy_importance_weights)
+    config = copy.deepcopy(yaml.safe_load((ROOT / "config" / "config.yaml").read_text()))
+    config["variants"]["toy"] = {"objective": "toy", "advantage_clamp": None}
+    assert study.validate(config)["variants"]["toy"]["objective"] == "toy"  # the schema and the checks take it
+
+    def one_sgd_step(variant, folder):
+        trainer = make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path / folder, max_steps=1,
+                               optim="sgd", learning_rate=0.5, max_grad_norm=0.0, save_strategy="no",
+                               **variants.variant_config_kwargs(variant))
+        before = {name: p.detach().clone() for name, p in trainer.model.named_parameters()}
+        trainer.train()
+        return {name: p.detach() - before[name] for name, p in trainer.model.named_parameters()}
+
+    toy = one_sgd_step(config["variants"]["toy"], "toy")
+    # GRPO's token ratio through the same loss code: GRPO-λ at λ = 0, relative form, no clamp.
+    grpo = one_sgd_step({"objective": "grpo_lambda", "lam": 0.0, "advantage_clamp": None}, "grpo")
+    assert max(delta.abs().max().item() for delta in grpo.values()) > 1e-6
+    for name, delta in grpo.items():  # float32 weights near 1 round their steps to about 1e-7
+        torch.testing.assert_close(toy[name], 2 * delta, rtol=1e-4, atol=1e-6, msg=name)

@@ -2,9 +2,11 @@
 
 A stage takes its settings (one cell's; the whole study's for aggregate and figures; the hub sources for
 prefetch) either as JSON (--settings, what the rules pass: the settings are the rule's params, so a change
-reruns exactly the cells it touches) or from a config file and, for a cell's stage, the cell's names
-(--config config/config.yaml --model tiny ...), for running a stage by hand.
-grpo-lambda status shows where a running grid stands; grpo-lambda validate checks a config.
+reruns exactly the cells it touches) or from a study's config files and, for a cell's stage, the cell's
+names (--configfile config/config.yaml --model tiny ...), for running a stage by hand. Every command that
+reads a config takes --configfile STUDY [OVERLAY ...], merged as Snakemake merges them, and --set
+KEY.PATH=VALUE overrides (as snakemake --config). grpo-lambda status shows where a running grid stands;
+grpo-lambda validate checks a config.
 """
 
 from __future__ import annotations
@@ -22,53 +24,56 @@ class UsageError(Exception):
     """A missing or wrong argument: reported as one line, without a traceback."""
 
 
-# The cell names a stage may take with --config, and what each names.
+# The cell names a stage may take with --configfile, and what each names.
 CELL_OPTIONS = {
-    "model": "a model under models: in the --config file",
-    "dataset": "a training set under datasets: in the --config file",
-    "variant": "an objective variant under variants: in the --config file",
-    "benchmark": "a benchmark under benchmarks: in the --config file",
+    "model": "a model under models: in the config",
+    "dataset": "a training set under datasets: in the config",
+    "variant": "an objective variant under variants: in the config",
+    "benchmark": "a benchmark under benchmarks: in the config",
 }
+CONFIGFILE_HELP = ("the study's config file, then any overlays merged over it in order, as snakemake --configfile "
+                   "merges them")
+SET_HELP = ("override one key, as snakemake --config does: rl.max_steps=5, 'rl={max_steps: 5}', 'seeds=[0]' "
+            "(the value takes the schema's type); repeatable")
 # The config section each cell name is looked up in.
 _SECTIONS = {"model": "models", "dataset": "datasets", "variant": "variants", "benchmark": "benchmarks"}
 
 
-def _load_config(path: str) -> dict:
+def _load_config(args) -> dict:
+    """The study of --configfile (and its overlays) with the --set overrides, validated."""
     from grpo_lambda import config as config_module
 
     try:
-        return config_module.load(path)
-    except FileNotFoundError:
-        raise UsageError(f"config file {path} does not exist") from None
+        return config_module.load(args.configfile, args.set or ())
+    except FileNotFoundError as error:
+        raise UsageError(f"config file {error.filename} does not exist") from None
     except config_module.ConfigError as error:
         raise UsageError(str(error)) from None
     except Exception as error:  # a YAML syntax error, a folder given as a file, ...
-        raise UsageError(f"cannot read config file {path}: {str(error).splitlines()[0]}") from None
+        raise UsageError(f"cannot read config file {' '.join(args.configfile)}: {str(error).splitlines()[0]}") from None
 
 
 def _settings(args, stage: str, **cell) -> dict:
-    """The stage's settings: --settings JSON as given, or cut from --config for the named cell.
+    """The stage's settings: --settings JSON as given, or cut from --configfile for the named cell.
 
-    Every name in ``cell`` is required with --config, except for prepare, which takes exactly one
+    Every name in ``cell`` is required with --configfile, except for prepare, which takes exactly one
     of --dataset and --benchmark.
     """
+    config = _study(args)
     if args.settings:
-        return _json_settings(args.settings)
-    if not args.config:
-        raise UsageError("give --settings JSON or --config FILE with the cell's names")
-    config = _load_config(args.config)
+        return config
     given = {name: value for name, value in cell.items() if value is not None}
     if stage == "prepare":
         if len(given) != 1:
-            raise UsageError("with --config, name exactly one of --dataset NAME and --benchmark NAME")
+            raise UsageError("with --configfile, name exactly one of --dataset NAME and --benchmark NAME")
     else:
         missing = [name for name in cell if name not in given]
         if missing:
-            raise UsageError(f"with --config, also give {' '.join(f'--{name} NAME' for name in missing)} "
+            raise UsageError(f"with --configfile, also give {' '.join(f'--{name} NAME' for name in missing)} "
                              f"({_choices(config, missing[0])})")
     for name, value in given.items():
         if value not in config[_SECTIONS[name]]:
-            raise UsageError(f"--{name} {value!r} is not in {args.config}; {_choices(config, name)}")
+            raise UsageError(f"--{name} {value!r} is not in {' '.join(args.configfile)}; {_choices(config, name)}")
     from grpo_lambda import config as config_module
 
     return config_module.stage_settings(config, stage, **cell)
@@ -96,23 +101,27 @@ def _threads(args) -> None:
 
 
 def cmd_validate(args) -> None:
-    """Exit 0 with the cell count, or 2 with the one-line reason (no traceback) when it is invalid or this
-    environment cannot run its jobs."""
+    """Exit 0 with the cell count (or the merged config, --show), or 2 with the one-line reason (no
+    traceback) when it is invalid or this environment cannot run its jobs."""
     from grpo_lambda import config as config_module
 
-    config = _load_config(args.config)
+    config = _load_config(args)
+    name = " + ".join(args.configfile)
     if not args.config_only:
         try:
-            config_module.check_environment(config, args.config, jobs=True)
+            config_module.check_environment(config, name, jobs=True)
         except config_module.ConfigError as error:
             raise UsageError(str(error)) from None
-    print(f"{args.config}: valid; {len(config_module.rl_cells(config))} RL cells")
+    if args.show:
+        print(json.dumps(config, indent=2))
+    else:
+        print(f"{name}: valid; {len(config_module.rl_cells(config))} RL cells")
 
 
 def cmd_status(args) -> None:
     from grpo_lambda import status
 
-    report = status.grid_status(_load_config(args.configfile), results=args.results,
+    report = status.grid_status(_load_config(args), results=args.results,
                                 stale_minutes=args.stale_minutes)
     if args.json:
         print(json.dumps(report, indent=2))
@@ -121,6 +130,25 @@ def cmd_status(args) -> None:
     failed = [cell["cell"] for cell in report["cells"] if cell["state"] == "failed"]
     if failed:  # a script or a cron job sees it without parsing the lines
         print(f"grpo-lambda status: {len(failed)} failed: {', '.join(failed)}", file=sys.stderr)
+        raise SystemExit(1)
+
+
+def cmd_preflight(args) -> None:
+    """Exit 0 on go, 1 on no-go; the JSON record is written either way."""
+    from pathlib import Path
+
+    from grpo_lambda import preflight
+
+    unknown = [name for name in args.skip if name not in preflight.CHECKS]
+    if unknown:
+        raise UsageError(f"--skip {unknown[0]}: no such check; the checks: {', '.join(preflight.CHECKS)}")
+    config = _load_config(args)
+    record = preflight.run(config, cpu=args.cpu, quick=args.quick, skip=args.skip, work=args.work,
+                           study_config=args.study_config, out=lambda line: print(line, flush=True))
+    path = Path(args.json or Path(args.work) / "preflight.json")
+    preflight.write(record, path)
+    print(f"record: {path}")
+    if record["verdict"] != "go":
         raise SystemExit(1)
 
 
@@ -150,12 +178,9 @@ def cmd_build_tiny(args) -> None:
 def cmd_prefetch(args) -> None:
     from grpo_lambda import files, prefetch
 
-    if args.settings:
-        settings = _json_settings(args.settings)
-    elif args.config:
-        settings = prefetch.hub_sources(_load_config(args.config))
-    else:
-        raise UsageError("give --settings JSON or --config FILE")
+    settings = _study(args)
+    if not args.settings:
+        settings = prefetch.hub_sources(settings)
     files.write_json(args.out, prefetch.run(settings))
 
 
@@ -163,7 +188,25 @@ def cmd_prepare(args) -> None:
     from grpo_lambda import prepare
 
     settings = _settings(args, "prepare", dataset=args.dataset, benchmark=args.benchmark)
-    prepare.run(settings, args.out)
+    if args.prefetched:
+        _require_files(prefetched=args.prefetched)
+    prepare.run(settings, args.out, prefetched=args.prefetched)
+
+
+def _model_folder(source: str, settings: dict) -> str:
+    """A hub model named by id, as the folder of its snapshot at the model's revision (from the cache the
+    prefetch rule filled, offline): every loader then reads those exact files. A folder stays as it is."""
+    from grpo_lambda import prefetch
+    from grpo_lambda.config import looks_local
+
+    if not prefetch.is_hub_model(source) or looks_local(source):
+        return source
+    revision = settings.get("model", {}).get("revision")
+    try:
+        return prefetch.fetch_model(source, revision)
+    except Exception as error:
+        raise UsageError(f"model {source!r} at revision {revision or 'of the default branch'} is not in the hub "
+                         f"cache; run the prefetch rule first ({str(error).splitlines()[0]})") from None
 
 
 def cmd_sft(args) -> None:
@@ -172,7 +215,7 @@ def cmd_sft(args) -> None:
     settings = _settings(args, "sft", model=args.model, dataset=args.dataset)
     _require_files(data=args.data)
     _threads(args)
-    sft.run(settings, base=args.base, data_path=args.data, out_dir=args.out)
+    sft.run(settings, base=_model_folder(args.base, settings), data_path=args.data, out_dir=args.out)
 
 
 def cmd_prepare_sft(args) -> None:
@@ -180,7 +223,8 @@ def cmd_prepare_sft(args) -> None:
 
     _threads(args)
     settings = _settings(args, "prepare_sft", model=args.model, dataset=args.dataset)
-    sft_data.run(settings, base=args.base, data_path=args.data, out=args.out, counts_path=args.counts)
+    sft_data.run(settings, base=_model_folder(args.base, settings), data_path=args.data, out=args.out,
+                 counts_path=args.counts)
 
 
 def cmd_train(args) -> None:
@@ -189,7 +233,8 @@ def cmd_train(args) -> None:
     settings = _settings(args, "train", model=args.model, dataset=args.dataset, variant=args.variant)
     _require_files(data=args.data)
     _threads(args)
-    train.run(settings, base=args.base, data_path=args.data, cell_dir=args.cell, seed=args.seed)
+    train.run(settings, base=_model_folder(args.base, settings), data_path=args.data, cell_dir=args.cell,
+              seed=args.seed)
 
 
 def cmd_evaluate(args) -> None:
@@ -198,8 +243,8 @@ def cmd_evaluate(args) -> None:
     settings = _settings(args, "evaluate", model=args.model, dataset=args.dataset, variant=args.variant)
     _require_files(bench=args.bench)
     _threads(args)
-    evaluate.run(settings, model_path=args.checkpoint, benchmark_paths=args.bench, out_dir=args.out_dir,
-                 seed=args.seed, step=args.step)
+    evaluate.run(settings, model_path=_model_folder(args.checkpoint, settings), benchmark_paths=args.bench,
+                 out_dir=args.out_dir, seed=args.seed, step=args.step)
 
 
 def cmd_publish(args) -> None:
@@ -223,25 +268,27 @@ def _require_files(**options) -> None:
                 raise UsageError(f"--{option.replace('_', '-')} {path}: no such file")
 
 
-def _study(args, stage: str) -> dict:
-    """The whole config, for the stages that read every cell (aggregate, figures)."""
+def _study(args) -> dict:
+    """--settings JSON as given, or the whole config of --configfile and --set."""
     if args.settings:
+        if args.configfile or args.set:
+            raise UsageError("give --settings JSON or --configfile FILE (and --set), not both")
         return _json_settings(args.settings)
-    if not args.config:
-        raise UsageError("give --settings JSON or --config FILE")
-    return _load_config(args.config)
+    if not args.configfile:
+        raise UsageError("give --settings JSON or --configfile FILE")
+    return _load_config(args)
 
 
 def cmd_aggregate(args) -> None:
     from grpo_lambda.tables import write
 
-    print("\n".join(write.main(_study(args, "aggregate"), args.results, args.out)))
+    print("\n".join(write.main(_study(args), args.results, args.out)))
 
 
 def cmd_figures(args) -> None:
     from grpo_lambda import figures
 
-    config = _study(args, "figures")
+    config = _study(args)
     try:
         print("\n".join(figures.main(config, args.tables, args.out)))
     except FileNotFoundError as error:
@@ -289,13 +336,13 @@ def _step(text: str) -> str:
 
 
 THREADS_HELP = "torch CPU threads for this job (default: torch's choice)"
-# What --settings and --config hold, by what a stage reads: one cell, the whole study, the hub sources.
+# What --settings and --configfile hold, by what a stage reads: one cell, the whole study, the hub sources.
 SOURCE_HELP = {
     "cell": ("the cell's settings as JSON (what the rules pass)",
-             "a config file; the cell is named by the options below"),
-    "study": ("the whole config as JSON (what the rules pass)", "the study's config file"),
+             "the study's config; the cell is named by the options below"),
+    "study": ("the whole config as JSON (what the rules pass)", "the study's config"),
     "hub": ("the hub models and datasets to fetch, as JSON (what the rule passes)",
-            "a config file: every hub model and dataset it reads"),
+            "every hub model and dataset the study's config reads"),
 }
 
 
@@ -306,21 +353,28 @@ def parser() -> argparse.ArgumentParser:
     stages = root.add_subparsers(dest="stage", required=True, metavar="STAGE",
                                  title="stages", description="run `grpo-lambda STAGE --help` for a stage's options")
 
+    def config_options(sub, default=None):
+        """--configfile STUDY [OVERLAY ...] and --set KEY=VALUE: the one way every command reads a config."""
+        sub.add_argument("--configfile", nargs="+", metavar="FILE", default=default,
+                         help=CONFIGFILE_HELP + (f" (default: {' '.join(default)}, Snakemake's default)" if default else ""))
+        sub.add_argument("--set", action="append", metavar="KEY=VALUE", help=SET_HELP)
+
     def stage(name, handler, help_text, cell=(), reads="cell"):
-        """A stage that reads its settings from --settings JSON or from --config (and the cell's names)."""
+        """A stage that reads its settings from --settings JSON or from --configfile (and the cell's names)."""
         sub = stages.add_parser(name, help=help_text, description=help_text)
-        source = sub.add_mutually_exclusive_group()
         settings_help, config_help = SOURCE_HELP[reads]
-        source.add_argument("--settings", metavar="JSON", help=settings_help)
-        source.add_argument("--config", metavar="FILE", help=config_help)
+        sub.add_argument("--settings", metavar="JSON", help=f"{settings_help}; or --configfile: {config_help}")
+        config_options(sub)
         for option in cell:
             sub.add_argument(f"--{option}", metavar="NAME", help=CELL_OPTIONS[option])
         sub.set_defaults(handler=handler)
         return sub
 
-    sub = stages.add_parser("validate", help="check a config file and count its RL cells",
-                            description="Check a config file against the schema and count its RL cells.")
-    sub.add_argument("config", metavar="FILE", help="the config file, e.g. config/paper.yaml")
+    sub = stages.add_parser("validate", help="check a study's config and count its RL cells",
+                            description="Check a study's config (its files merged, the overrides applied) against "
+                                        "the schema and the cross-checks, and count its RL cells.")
+    config_options(sub, default=["config/config.yaml"])
+    sub.add_argument("--show", action="store_true", help="print the merged, validated config (JSON) instead")
     sub.add_argument("--config-only", action="store_true",
                      help="leave out what only running jobs need (vLLM, DeepSpeed, a W&B key): a plan's check")
     sub.set_defaults(handler=cmd_validate)
@@ -332,14 +386,31 @@ def parser() -> argparse.ArgumentParser:
                     "nothing written for --stale-minutes: a rerun resumes it); missing. Then the totals. "
                     "Reads the results tree only, so it works while a grid is writing it. Exit status 1 when "
                     "a cell failed (named on standard error), else 0.")
-    sub.add_argument("--configfile", metavar="FILE", default="config/config.yaml",
-                     help="the config the grid runs, as given to snakemake --configfile "
-                          "(default: %(default)s, Snakemake's default)")
+    config_options(sub, default=["config/config.yaml"])
     sub.add_argument("--results", metavar="DIR", help="the results folder (default: the config's results:)")
     sub.add_argument("--stale-minutes", type=float, default=30.0, metavar="MIN",
                      help="a started cell with no write for longer is stalled, not running (default: %(default)s)")
     sub.add_argument("--json", action="store_true", help="print the cells and totals as JSON, for scripts")
     sub.set_defaults(handler=cmd_status)
+
+    sub = stages.add_parser(
+        "preflight", help="check a (GPU) node before a grid runs on it: one line per check, go/no-go, a JSON record",
+        description="Checks, in order: package versions, CUDA, bf16, an all-reduce across the visible GPUs, the "
+                    "hub (the config's models and datasets cached or reachable), free disk against the grid's "
+                    "estimate, the step-time ratio on a Qwen2.5-1.5B-shaped model, the embedded default study "
+                    "for one seed, and a 2-step train cell with colocated vLLM (when installed). Exit status 0 "
+                    "on go, 1 on no-go (docs/cluster.md).")
+    config_options(sub, default=["config/config.yaml"])  # the grid's study: its hub sources and disk estimate
+    sub.add_argument("--cpu", action="store_true",
+                     help="a node without a GPU: skip the GPU checks (without it, no GPU is a failure)")
+    sub.add_argument("--quick", action="store_true", help="skip the slow checks: step-ratio, study, vllm-colocate")
+    sub.add_argument("--skip", nargs="+", default=[], metavar="CHECK", help="skip these checks")
+    sub.add_argument("--study-config", metavar="FILE", default="config/config.yaml",
+                     help="the study the study check runs for one seed (default: %(default)s)")
+    sub.add_argument("--work", metavar="DIR", default="results/preflight",
+                     help="folder for the checks' runs and logs (default: %(default)s)")
+    sub.add_argument("--json", metavar="FILE", help="the JSON record (default: WORK/preflight.json)")
+    sub.set_defaults(handler=cmd_preflight)
 
     sub = stages.add_parser("completions", help="print a cell's latest logged training completions",
                             description="The completions a cell logged at its latest (or a given) step "
@@ -358,6 +429,8 @@ def parser() -> argparse.ArgumentParser:
     sub = stage("prepare", cmd_prepare, "write a training set or benchmark as normalised JSONL",
                 ["dataset", "benchmark"])
     sub.add_argument("--out", required=True, metavar="FILE", help="the JSONL file to write")
+    sub.add_argument("--prefetched", metavar="FILE",
+                     help="the prefetch record: a hub dataset is read at the commit it holds, which the summary records")
 
     sub = stage("prepare-sft", cmd_prepare_sft, "the SFT set by self-distillation: the base model's correct samples",
                 ["model", "dataset"])

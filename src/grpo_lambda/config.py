@@ -15,6 +15,8 @@ import copy
 import functools
 import importlib.util
 import math
+import re
+from collections.abc import Mapping
 from importlib import resources
 from pathlib import Path
 
@@ -22,7 +24,9 @@ import jsonschema
 import yaml
 
 from grpo_lambda import layout
-from grpo_lambda.variants import OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, check_trace_length, variant_config_kwargs
+from grpo_lambda.data.prompts import TEMPLATES, template_problem
+from grpo_lambda.variants import (OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, check_objective, check_trace_length,
+                                  expand_sweep, sweep_name, sweep_points, variant_config_kwargs)
 
 
 class ConfigError(ValueError):
@@ -36,7 +40,8 @@ def load_schema() -> dict:
 
 class _StrictLoader(yaml.SafeLoader):
     """YAML that refuses a key given twice in one mapping (PyYAML would keep the last one silently:
-    a second `grpo:` under variants would train another objective under GRPO's name)."""
+    a second `grpo:` under variants would train another objective under GRPO's name), and reads
+    YAML 1.2's numbers."""
 
     def construct_mapping(self, node, deep=False):
         seen = {}
@@ -49,15 +54,184 @@ class _StrictLoader(yaml.SafeLoader):
         return super().construct_mapping(node, deep=deep)
 
 
+# PyYAML reads YAML 1.1, whose floats need a point and a signed exponent: `3e-5` and `1e5` would be
+# strings, where YAML 1.2, JSON, and the TRL and open-r1 recipes that write them mean numbers. This
+# resolver adds YAML 1.2's float form (a mantissa with or without a point, any exponent).
+_StrictLoader.add_implicit_resolver(
+    "tag:yaml.org,2002:float", re.compile(r"^[-+]?(?:[0-9][0-9_]*(?:\.[0-9_]*)?|\.[0-9_]+)[eE][-+]?[0-9]+$"),
+    list("-+0123456789."))
+
+
 def read_yaml(path: str | Path):
     """A config file's content, refusing duplicate keys."""
     with open(path, encoding="utf-8") as handle:
         return yaml.load(handle, Loader=_StrictLoader)
 
 
-def load(path: str | Path) -> dict:
-    """Read and validate a config file."""
-    return validate(read_yaml(path), source=str(path))
+def load(paths: str | Path | list, overrides=(), *, source: str | None = None) -> dict:
+    """Read a study's config files (a study and overlays after it), merge them and the overrides over
+    it (``merge``, Snakemake's rule), and validate the result.
+
+    ``overrides`` are ``KEY.PATH=VALUE`` texts (``grpo-lambda --set``) or mappings (what ``snakemake
+    --config`` parsed); their values are read as Snakemake reads ``--config`` and given the schema's
+    types (``coerce_override``). One path alone may be given as it is.
+    """
+    paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
+    source = source or " + ".join(str(path) for path in paths)
+    config: dict = {}
+    for path in paths:
+        content = read_yaml(path)
+        if not isinstance(content, dict):
+            raise ConfigError(f"{path}: the config must be a mapping, got {type(content).__name__}")
+        merge(config, content)
+    for override in overrides:
+        merge(config, coerce_override(override if isinstance(override, Mapping) else parse_override(override, config)))
+    return validate(config, source=source)
+
+
+def merge(base: dict, overlay: Mapping) -> dict:
+    """``overlay`` merged into ``base`` (in place, and returned) by the rule Snakemake uses for several
+    ``--configfile`` files and ``--config`` (``snakemake.utils.update_config``): a mapping merges key by
+    key, recursively; any other value (a list, a number, null) replaces the one before it whole."""
+    for key, value in overlay.items():
+        if isinstance(value, Mapping):
+            inner = base.get(key)
+            base[key] = merge(inner if isinstance(inner, dict) else {}, value)
+        else:
+            base[key] = copy.deepcopy(value)
+    return base
+
+
+# ---- overrides: one key from the command line ----------------------------------------------------
+
+def override_value(text: str):
+    """A value as ``snakemake --config KEY=VALUE`` reads it (``snakemake.cli.parse_config``): an int, a
+    float, True or False, else YAML with every scalar kept as text (``{max_steps: 5}`` holds the text
+    '5'), else the text; empty: null. ``coerce_override`` then gives each value its schema type."""
+    if text == "":
+        return None
+    for parse in (int, float, {"True": True, "False": False}.__getitem__):
+        try:
+            return parse(text)
+        except (ValueError, KeyError):
+            continue
+    try:
+        value = yaml.load(text, Loader=yaml.BaseLoader)
+    except yaml.YAMLError:
+        return text
+    return text if value is None else value
+
+
+def parse_override(text: str, config: dict | None = None) -> dict:
+    """``KEY.PATH=VALUE`` as the nested mapping it sets, e.g. ``rl.max_steps=5`` -> {"rl": {"max_steps": 5}}
+    (before coercion: "5"). A key with dots in it (a model called qwen-1.5b) is found in ``config``."""
+    key, sep, value = text.partition("=")
+    if not sep or not key or any(not part for part in key.split(".")):
+        raise ConfigError(f"override {text!r}: expected KEY=VALUE, the key dotted (rl.max_steps=5)")
+    parts, node, rest = [], config or {}, key
+    while rest:
+        known = [name for name in (node if isinstance(node, dict) else {})
+                 if isinstance(name, str) and (rest == name or rest.startswith(name + "."))]
+        part = max(known, key=len) if known else rest.split(".", 1)[0]
+        parts.append(part)
+        rest = rest[len(part) + 1:]
+        node = node.get(part) if isinstance(node, dict) else None
+    nested = override_value(value)
+    for part in reversed(parts):
+        nested = {part: nested}
+    return nested
+
+
+def coerce_override(override: Mapping) -> dict:
+    """An override with each value given the type the schema declares for its key: the text '5' where an
+    integer goes becomes 5, '3e-5' a number, 'true' a boolean, 'null' null (read as YAML is read); a text
+    the schema takes as text stays text. ``rl.trl`` keys take the type of TRL's field."""
+    schema = load_schema()
+    return _coerce(dict(override), schema, schema, ())
+
+
+def _schema_node(node: dict | None, schema: dict) -> list[dict]:
+    """A schema node and the alternatives it allows ($ref followed, oneOf/anyOf opened)."""
+    if not isinstance(node, dict):
+        return []
+    if "$ref" in node:
+        target = schema
+        for part in node["$ref"].lstrip("#/").split("/"):
+            target = target[part]
+        node = {**target, **{k: v for k, v in node.items() if k != "$ref"}}
+    nodes = [node]
+    for alternatives in (node.get("oneOf", []), node.get("anyOf", [])):
+        for alternative in alternatives:
+            nodes += _schema_node(alternative, schema)
+    return nodes
+
+
+def _child(nodes: list[dict], key) -> dict | None:
+    for node in nodes:
+        if key is None and isinstance(node.get("items"), dict):
+            return node["items"]
+        if key is not None and key in node.get("properties", {}):
+            return node["properties"][key]
+        if key is not None and isinstance(node.get("additionalProperties"), dict):
+            return node["additionalProperties"]
+    return None
+
+
+_JSON_TYPES = {"integer": lambda v: isinstance(v, int) and not isinstance(v, bool),
+               "number": lambda v: isinstance(v, (int, float)) and not isinstance(v, bool),
+               "boolean": lambda v: isinstance(v, bool), "null": lambda v: v is None,
+               "string": lambda v: isinstance(v, str), "array": lambda v: isinstance(v, list),
+               "object": lambda v: isinstance(v, dict)}
+
+
+def _fits(value, nodes: list[dict]) -> bool | None:
+    """Whether the schema nodes take ``value`` by its type or enum; None when they say nothing of either."""
+    said = False
+    for node in nodes:
+        if "enum" in node or "const" in node:
+            said = True
+            choices = node["enum"] if "enum" in node else [node["const"]]
+            if any(value == choice and type(value) is type(choice) for choice in choices):
+                return True
+        if "type" in node:
+            said = True
+            types = node["type"] if isinstance(node["type"], list) else [node["type"]]
+            if any(_JSON_TYPES[name](value) for name in types):
+                return True
+    return False if said else None
+
+
+def _coerce(value, node, schema: dict, path: tuple):
+    nodes = _schema_node(node, schema)
+    if isinstance(value, Mapping):
+        return {key: _coerce(item, _child(nodes, key), schema, path + (key,)) for key, item in value.items()}
+    if isinstance(value, list):
+        return [_coerce(item, _child(nodes, None), schema, path + (None,)) for item in value]
+    if len(path) >= 2 and path[-2] == "trl" and not nodes:  # rl.trl: TRL's field says
+        return _coerce_trl(path[-1], value)
+    if isinstance(value, str) and _fits(value, nodes) is False:
+        typed = _yaml_scalar(value)
+        return typed if _fits(typed, nodes) else value
+    if _JSON_TYPES["integer"](value) and _fits(value, nodes) is False and _fits(str(value), nodes):
+        return str(value)  # results=2024: a folder name Snakemake read as a number
+    return value
+
+
+def _yaml_scalar(text: str):
+    try:
+        return yaml.load(text, Loader=_StrictLoader)
+    except (yaml.YAMLError, ConfigError):
+        return text
+
+
+def _coerce_trl(key, value):
+    if not isinstance(value, str) or key not in _trl_fields():
+        return value
+    types = _accepted_types(_trl_fields()[key][1])
+    if types is None or str in types:
+        return value
+    typed = _yaml_scalar(value)
+    return typed if isinstance(typed, types) and not (isinstance(typed, bool) and bool not in types) else value
 
 
 def _key_path(error: jsonschema.ValidationError) -> str:
@@ -89,15 +263,37 @@ def validate(config: dict, *, source: str = "config") -> dict:
     if errors:
         error = jsonschema.exceptions.best_match(errors)
         raise ConfigError(f"{source}: invalid value at '{_key_path(error)}': {error.message}")
+    _expand_sweep(config, source)
     _check_values(config, source)
     _check_references(config, source)
     _check_data_names(config, source)
+    _check_data_sources(config, source)
     _check_local_paths(config, source)
     _check_variants(config, source)
     for model in config["models"]:
         _check_rl(config, model, source)
+        _check_rewards(config, model, source)
+        _check_prompt(config, model, source)
+    _check_report(config, source)
     check_environment(config, source)
     return config
+
+
+def _expand_sweep(config: dict, source: str) -> None:
+    """Replace each swept variant by its points, in ``variants`` and in every model's ``variants`` list."""
+    sweep = config.get("sweep") or {}
+    if not sweep:
+        return
+    try:
+        expanded = expand_sweep(config["variants"], sweep)
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
+    made = {base: [sweep_name(base, point) for point in sweep_points(grid)] for base, grid in sweep.items()
+            if base in config["variants"]}  # (a base already expanded is gone from variants)
+    config["variants"] = expanded
+    for spec in config["models"].values():
+        if "variants" in spec:
+            spec["variants"] = [name for listed in spec["variants"] for name in (made.get(listed) or [listed])]
 
 
 def check_environment(config: dict, source: str = "config", *, jobs: bool = False) -> None:
@@ -120,6 +316,17 @@ def check_environment(config: dict, source: str = "config", *, jobs: bool = Fals
     found = environment.problems(config, jobs=jobs)
     if found:
         raise ConfigError(f"{source}: {found[0]}")
+
+
+def _check_report(config: dict, source: str) -> None:
+    """The report: options that name models, training sets and variants, checked before any job runs
+    (the tables and figures read them only at the end of a study)."""
+    from grpo_lambda.tables.options import report_options
+
+    try:
+        report_options(config)
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
 
 
 def _non_finite_numbers(value, path: str):
@@ -170,8 +377,9 @@ def _check_references(config: dict, source: str) -> None:
         if spec.get("lora") and importlib.util.find_spec("peft") is None:
             raise ConfigError(f"{source}: models.{model}.lora needs the peft package, which is not installed "
                               "(pip install -c envs/constraints-cpu.txt peft, or envs/requirements-*.txt)")
-        if spec["source"] == "tiny" and spec.get("prompt", "plain") != "plain":
-            raise ConfigError(f"{source}: models.{model}.prompt must be 'plain' for the tiny model")
+        if spec["source"] == "tiny" and spec.get("prompt", "plain") in TEMPLATES and spec.get("prompt") != "plain":
+            raise ConfigError(f"{source}: models.{model}.prompt must be 'plain' or a template string for the tiny "
+                              "model")
         steps = rl_settings(config, model)["max_steps"]
         late = [step for step in model_checkpoints(config, model) if step >= steps]
         if late:
@@ -269,15 +477,24 @@ def rl_settings(config: dict, model: str) -> dict:
 def stage_settings(config: dict, stage: str, *, model: str | None = None, dataset: str | None = None,
                    variant: str | None = None, benchmark: str | None = None) -> dict:
     """The part of the config one stage of one cell depends on (and nothing more)."""
+    from grpo_lambda.data import registry
+
     if stage == "prepare_sft_set":
-        return {"key": sft_set(config)["name"], "role": "sft", "source": "registry", **sft_set(config)}
+        name = sft_set(config)["name"]
+        return _with_record(config, {"key": name, "role": "sft",
+                                     **registry.resolve({"source": "registry", **sft_set(config)}, name, "sft_sets")})
     if stage == "prepare":
-        if dataset is not None:
-            return {"key": dataset, "role": "train", **config["datasets"][dataset]}
-        return {"key": benchmark, "role": "benchmark", **config["benchmarks"][benchmark]}
+        # where the rows are and how they are read, written out (a registry entry with the config's keys over it)
+        group, key, role = ("datasets", dataset, "train") if dataset is not None else ("benchmarks", benchmark,
+                                                                                       "benchmark")
+        return _with_record(config, {"key": key, "role": role, **registry.resolve(config[group][key], key, group)})
     spec = config["models"][model]
     model_part = {"name": model, "source": spec["source"], "prompt": spec.get("prompt", "qwen_math"),
                   "lora": spec.get("lora")}
+    if spec.get("revision"):
+        model_part["revision"] = spec["revision"]
+    if "system_prompt" in spec:  # only when set, so that the cells of a config without one keep their params
+        model_part["system_prompt"] = spec["system_prompt"]
     if stage == "build_tiny":
         return {"name": model, "tiny": spec.get("tiny", {})}
     if stage == "sft":
@@ -310,10 +527,19 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
     raise ValueError(f"stage {stage!r} is unknown")
 
 
+def _with_record(config: dict, settings: dict) -> dict:
+    """A hub source's prepare settings name the prefetch record, whose commit prepare reads it at."""
+    from grpo_lambda.data import registry
+
+    if settings["source"] != "hub":
+        return settings
+    return {**settings, "prefetch_record": f"{config['results']}/{registry.PREFETCH_RECORD}"}
+
+
 # ---- cross-checks that would otherwise fail inside a job ------------------------------------------
 
 def _check_data_names(config: dict, source: str) -> None:
-    from grpo_lambda.data.registry import DATASETS, SFT_SETS
+    from grpo_lambda.data import registry
 
     for model, spec in config["models"].items():
         if "open_r1" in spec.get("sft", {}):
@@ -324,18 +550,67 @@ def _check_data_names(config: dict, source: str) -> None:
         if sft["data"] == "open_r1" and sft.get("format", "boxed") != "boxed":
             raise ConfigError(f"{source}: sft.format {sft['format']!r} for models.{model}: a chat SFT set (sft.data "
                               "open_r1) is fine-tuned in its own format; format applies to solutions and self_distill")
-    name = sft_set(config)["name"]
-    if name not in SFT_SETS:
-        raise ConfigError(f"{source}: sft.open_r1.name: {name!r} is not an SFT set of the dataset registry "
-                          f"(grpo_lambda/data/registry.py; known: {', '.join(sorted(SFT_SETS))})")
+    try:
+        registry.registry_entry(sft_set(config)["name"], "sft_sets")
+    except ValueError as error:
+        raise ConfigError(f"{source}: sft.open_r1.name: {error}") from None
 
-    for kind in ("datasets", "benchmarks"):
-        for key, spec in config[kind].items():
-            name = spec.get("name", key)
-            if spec["source"] == "registry" and name not in DATASETS:
-                where = f"{kind}.{key}.name" if "name" in spec else f"{kind}.{key}"
-                raise ConfigError(f"{source}: {where}: {name!r} is not in the dataset registry "
-                                  f"(grpo_lambda/data/registry.py; known: {', '.join(sorted(DATASETS))})")
+
+# The dataset keys only some sources read (the others apply to every source: limit, max_prompt_chars).
+DATA_KEY_SOURCES = {**dict.fromkeys(("n", "seed", "level", "levels", "box_rate", "carry_error_rate"), ("synthetic",)),
+                    "name": ("registry",), "path": ("file", "registry"),
+                    **dict.fromkeys(("hub_id", "config", "revision"), ("hub", "registry")),
+                    **dict.fromkeys(("split", "fields", "answer_kind"), ("file", "hub", "registry"))}
+
+
+def _check_data_sources(config: dict, source: str) -> None:
+    """Each dataset and benchmark: its keys fit its source, a registry name is known, a file exists and
+    holds every mapped field (read from its header or first rows), and a hub dataset already fetched
+    holds them too (its columns are in the prefetch record; else prefetch checks them)."""
+    from grpo_lambda.data import registry
+
+    for group in ("datasets", "benchmarks"):
+        for key, spec in config[group].items():
+            where, kind = f"{group}.{key}", spec["source"]
+            for item in spec:
+                if kind not in DATA_KEY_SOURCES.get(item, (kind,)):
+                    raise ConfigError(f"{source}: {where}.{item} applies to source "
+                                      f"{' / '.join(DATA_KEY_SOURCES[item])} only, not {kind!r}")
+            required = {"file": "path", "hub": "hub_id"}.get(kind)
+            if required and required not in spec:
+                raise ConfigError(f"{source}: {where}.{required} is required for source {kind}")
+            if kind == "synthetic":
+                continue
+            try:
+                resolved = registry.resolve(spec, key, group)
+            except ValueError as error:
+                raise ConfigError(f"{source}: {where}{'.name' if 'name' in spec else ''}: {error}") from None
+            if resolved["source"] == "file":
+                if "revision" in spec:
+                    raise ConfigError(f"{source}: {where}.revision: a local path has no hub revision")
+                columns = _file_columns(resolved, f"{where}.path", source)
+            else:
+                columns = registry.recorded_columns(config["results"], resolved)
+            missing = registry.missing_field(resolved, columns)
+            if missing:
+                role, column = missing
+                raise ConfigError(f"{source}: {where}.fields.{role}: column {column!r} is not in "
+                                  f"{registry.where_from(resolved)} (its columns: {', '.join(sorted(columns)) or 'none'})")
+
+
+def _file_columns(spec: dict, where: str, source: str) -> set[str] | None:
+    from grpo_lambda.data import registry
+
+    path = Path(spec["path"]).expanduser()
+    if not path.exists():
+        raise ConfigError(f"{source}: {where}: {spec['path']!r} does not exist")
+    if not path.is_dir() and path.suffix not in registry.FILE_SUFFIXES:
+        raise ConfigError(f"{source}: {where}: {spec['path']!r} is not a {', '.join(registry.FILE_SUFFIXES)} "
+                          "file or a save_to_disk folder")
+    try:
+        return registry.source_columns(spec)
+    except (OSError, ValueError) as error:
+        raise ConfigError(f"{source}: {where}: {str(error).splitlines()[0]}") from None
 
 
 def looks_local(model_source: str) -> bool:
@@ -347,6 +622,10 @@ def looks_local(model_source: str) -> bool:
 def _check_local_paths(config: dict, source: str) -> None:
     made_here = str(config.get("results", "results")).rstrip("/") + "/"
     for model, spec in config["models"].items():
+        local = spec["source"] == "tiny" or spec["source"].startswith(made_here) or looks_local(spec["source"])
+        if "revision" in spec and local:
+            raise ConfigError(f"{source}: models.{model}.revision applies to a hub model only, not to "
+                              f"{spec['source']!r}")
         if spec["source"].startswith(made_here):
             continue  # another job's output (e.g. a fine-tuned model to self-distil from): built first
         if spec["source"] != "tiny" and looks_local(spec["source"]):
@@ -354,14 +633,12 @@ def _check_local_paths(config: dict, source: str) -> None:
             if not (folder / "config.json").is_file():
                 what = "holds no config.json" if folder.is_dir() else "does not exist"
                 raise ConfigError(f"{source}: models.{model}.source: the local model folder {spec['source']!r} {what}")
-    for kind in ("datasets", "benchmarks"):
-        for key, spec in config[kind].items():
-            if "path" in spec and not Path(spec["path"]).expanduser().exists():
-                raise ConfigError(f"{source}: {kind}.{key}.path: {spec['path']!r} does not exist")
-    path = sft_set(config).get("path")
+    chat = sft_set(config)
     shared = any(sft_is_shared(config, model) for model in config["models"])
-    if shared and path and not Path(path).expanduser().exists():
-        raise ConfigError(f"{source}: sft.open_r1.path: {path!r} does not exist")
+    if chat.get("path") and "revision" in chat:
+        raise ConfigError(f"{source}: sft.open_r1.revision: a local path has no hub revision")
+    if shared and chat.get("path") and not Path(chat["path"]).expanduser().exists():
+        raise ConfigError(f"{source}: sft.open_r1.path: {chat['path']!r} does not exist")
 
 
 def _check_variants(config: dict, source: str) -> None:
@@ -369,6 +646,10 @@ def _check_variants(config: dict, source: str) -> None:
     then whatever else the trainer's config would refuse (`variant_config_kwargs`)."""
     for name, variant in config["variants"].items():
         objective = variant["objective"]
+        try:
+            check_objective(f"variants.{name}.objective", objective)
+        except ValueError as error:
+            raise ConfigError(f"{source}: {error}") from None
         for key in variant:
             objectives = OBJECTIVE_KEYS[key][1] if key in OBJECTIVE_KEYS else None
             if objectives is not None and objective not in objectives:
@@ -388,7 +669,7 @@ def _check_variants(config: dict, source: str) -> None:
 PIPELINE_TRL_KEYS = {"output_dir": None, "max_steps": "rl.max_steps", "seed": "seeds",
                      "logging_steps": None, "logging_nan_inf_filter": None, "save_strategy": None,
                      "save_steps": "rl.save_steps", "save_total_limit": None, "report_to": None,
-                     "reward_weights": None}
+                     "reward_weights": "the weights of rl.rewards"}
 
 
 # A base class imported from a package that re-exports it lazily -> the module that defines it.
@@ -516,11 +797,19 @@ def _check_rl(config: dict, model: str, source: str) -> None:
     except ValueError as error:
         raise ConfigError(f"{source}: {_rl_key(config, model, 'trace_length', True)}: {error}") from None
 
+    for variant in model_variants(config, model):
+        _check_batch(config, model, variant, rl, fields, source)
+
+
+def _check_batch(config: dict, model: str, variant: str, rl: dict, fields: dict, source: str) -> None:
+    """The group size divides the generation batch, with the settings the variant's cells train with."""
+    trl, own = rl["trl"], config["variants"][variant]
+
     def value(key):
-        return trl.get(key, rl.get(key, fields.get(key)))
+        return own.get(key, trl.get(key, rl.get(key, fields.get(key))))
 
     def name(key):
-        return _rl_key(config, model, key, key in trl)
+        return f"variants.{variant}.{key}" if key in own else _rl_key(config, model, key, key in trl)
 
     per_device, generations = value("per_device_train_batch_size"), value("num_generations")
     steps, batch = value("steps_per_generation"), value("generation_batch_size")
@@ -543,3 +832,38 @@ def _check_rl(config: dict, model: str, source: str) -> None:
     if batch % generations:
         raise ConfigError(f"{source}: {name('num_generations')} ({generations}) must divide the generation batch "
                           f"({how} = {batch} completions per process), so that every prompt's group is whole")
+
+
+def _check_rewards(config: dict, model: str, source: str) -> None:
+    """rl.rewards (or rl.reward) names functions that exist and TRL can call, under distinct names, one trained."""
+    from grpo_lambda.grading import reward
+
+    rl = rl_settings(config, model)
+    if "reward" in rl and "rewards" in rl:
+        raise ConfigError(f"{source}: {_rl_key(config, model, 'reward', False)} and "
+                          f"{_rl_key(config, model, 'rewards', False)}: give rl.rewards or its shorthand rl.reward, "
+                          "not both")
+    where = _rl_key(config, model, "rewards", False)
+    # The completion lengths the model's cells train with: a length reward's default limit (variants may differ).
+    lengths = {config["variants"][variant].get("max_completion_length", rl["trl"].get(
+        "max_completion_length", rl.get("max_completion_length", TRL_MAX_COMPLETION_LENGTH)))
+        for variant in model_variants(config, model)}
+    names = {}
+    for index, spec in enumerate(reward.reward_specs(rl)):
+        try:
+            function = [reward.reward_function(spec, max_completion_length=length) for length in sorted(lengths)][0]
+        except ValueError as error:
+            raise ConfigError(f"{source}: {where}[{index}].name: {error}") from None
+        if function.__name__ in names:
+            raise ConfigError(f"{source}: {where}[{index}]: {spec['name']!r} is logged as {function.__name__!r}, "
+                              f"like {where}[{names[function.__name__]}]; TRL would mix their logs")
+        names[function.__name__] = index
+    if not any(spec.get("weight", 1.0) != 0 for spec in reward.reward_specs(rl)):
+        raise ConfigError(f"{source}: {where}: every weight is 0, so nothing trains; give one reward a weight")
+
+
+def _check_prompt(config: dict, model: str, source: str) -> None:
+    spec = config["models"][model]
+    problem = template_problem(spec.get("prompt", "qwen_math"), spec.get("system_prompt"))
+    if problem:
+        raise ConfigError(f"{source}: models.{model}.prompt: {problem}")

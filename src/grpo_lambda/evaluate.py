@@ -70,7 +70,8 @@ def run(settings: dict, *, model_path: str, benchmark_paths: list[str], out_dir:
             raise ValueError(f"benchmark {name}: the file has no problems")
     rows = [row for name in benchmarks for row in benchmarks[name]]
     tokenizer = load_tokenizer(model_path)
-    prompts = [prompt_text(tokenizer, settings["model"]["prompt"], row["problem"]) for row in rows]
+    prompts = [prompt_text(tokenizer, settings["model"]["prompt"], row["problem"],
+                           system_prompt=settings["model"].get("system_prompt")) for row in rows]
     generation = {key: options[key] for key in ("backend", "max_new_tokens", "max_model_len", "batch_size", "dtype")}
     what = f"evaluate {model_path}: {len(rows)} problems of {', '.join(benchmarks)}"
     k = options["samples"]

@@ -14,6 +14,11 @@ tell a training job why it runs).
 The base model is hashed cheaply but honestly: every file's name and size, small files (configs,
 tokenizer) in full, and for each large file (weights) its first, middle and last MiB, so a model
 saved again with other weights changes the hash without reading gigabytes.
+
+Where an input came from the hub, the commit ``prefetch`` recorded for it (``source_revisions``) is part
+of the base and data parts too, and of the cell's provenance: the training set's, from its prepared
+file's summary; the base model's, from a hub snapshot folder's name or from the ``provenance.json``
+beside an SFT model, which records the hub model it was made from.
 """
 
 from __future__ import annotations
@@ -150,13 +155,52 @@ def library_versions() -> dict:
     return versions
 
 
+def _read_json(path: Path):
+    try:
+        return json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+
+
+def model_revision(folder: str | os.PathLike) -> dict | None:
+    """The hub model and commit behind a model folder: a hub cache snapshot (``models--org--name/snapshots/
+    <commit>``), or an SFT model whose ``provenance.json`` (beside it) records its base; None otherwise."""
+    path = Path(folder)
+    if path.parent.name == "snapshots" and path.parent.parent.name.startswith("models--"):
+        return {"id": path.parent.parent.name[len("models--"):].replace("--", "/"), "commit": path.name}
+    record = _read_json(path.parent / "provenance.json")
+    base = (record.get("revisions") or {}).get("base") if isinstance(record, dict) else None
+    return base if isinstance(base, dict) else None
+
+
+def source_revisions(base: str | os.PathLike, data_path: str | os.PathLike) -> dict:
+    """``{"base": ..., "data": ...}``: the hub revision of each input that came from the hub (none: {})."""
+    revisions = {}
+    summary = _read_json(Path(data_path).with_suffix(".summary.json"))  # prepare's summary beside the data
+    if isinstance(summary, dict) and isinstance(summary.get("source"), dict):
+        revisions["data"] = summary["source"]
+    base_revision = model_revision(base)
+    if base_revision:
+        revisions["base"] = base_revision
+    return revisions
+
+
+def _with_revision(digest: str, revision: dict | None) -> str:
+    if revision is None:
+        return digest  # no hub input: the part as it always was, so local studies keep their fingerprints
+    return hashlib.sha256(f"{digest}\0{json.dumps(revision, sort_keys=True)}".encode()).hexdigest()
+
+
 def compute(settings: dict, *, seed: int, base: str, data_path: str) -> dict:
-    """The fingerprint of one run: its parts and their combined ``hash`` (16 hex digits)."""
-    parts = {"settings": settings_digest({**settings, "seed": seed}), "base": path_digest(base),
-             "data": path_digest(data_path), "code": code_digest(),
+    """The fingerprint of one run: its parts, their combined ``hash`` (16 hex digits) and the hub
+    ``revisions`` of its inputs (when any came from the hub)."""
+    revisions = source_revisions(base, data_path)
+    parts = {"settings": settings_digest({**settings, "seed": seed}),
+             "base": _with_revision(path_digest(base), revisions.get("base")),
+             "data": _with_revision(path_digest(data_path), revisions.get("data")), "code": code_digest(),
              "libraries": hashlib.sha256(json.dumps(library_versions(), sort_keys=True).encode()).hexdigest()}
     combined = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
-    return {"hash": combined, **parts}
+    return {"hash": combined, **parts, **({"revisions": revisions} if revisions else {})}
 
 
 def recorded(state_dir: str | os.PathLike) -> dict | None:

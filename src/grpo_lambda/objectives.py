@@ -8,8 +8,9 @@ Every objective shares one skeleton (that of TRL 1.16's GRPOTrainer._compute_los
     loss     = the loss_type's normalisation of Σ mask_t loss_t
 
 with ℓ = log π_θ(y_t), ℓ_old = log π_old(y_t), r = log π_ref(y_t), A the advantage (per sequence or
-per token; clamped from below at `advantage_clamp` when set). The objectives differ only in
-`_importance_weights` (the log coefficient and the optional extra per-token factor):
+per token; clamped from below at `advantage_clamp` when set). The objectives differ only in their
+importance weights (the log coefficient and the optional extra per-token factor), one function each in
+``IMPORTANCE_WEIGHTS``:
 
 - ``grpo``: log coef_t = ℓ_t − ℓ_old,t; no extra factor.
 - ``grpo_lambda``, update ``trace`` (ε-trace, paper Eq. 1–2): log coef_t = Σ_{c≤t} W[t,c](ℓ_c − ℓ_old,c).
@@ -107,7 +108,7 @@ class ObjectiveParams:
     strace_mode: str = "lend"
 
     def __post_init__(self):
-        choices = {"objective": OBJECTIVES, "update": UPDATES, "loss_type": LOSS_TYPES, "style": STYLES,
+        choices = {"objective": tuple(OBJECTIVES), "update": UPDATES, "loss_type": LOSS_TYPES, "style": STYLES,
                    "form": FORMS, "history_scope": HISTORY_SCOPES, "strace_mode": STRACE_MODES}
         for name, allowed in choices.items():
             if getattr(self, name) not in allowed:
@@ -221,17 +222,28 @@ def policy_loss(
 
 def _importance_weights(logps, log_ratio, mask, params, trace_mask):
     """(log coefficient, extra per-token factor or None, trace weight for logging or None)."""
-    if params.history_weighted:
-        in_trace = mask if trace_mask is None else mask * trace_mask.to(mask.dtype)
-        log_coef, credit = history_log_ratio(log_ratio, in_trace, params.lam, gamma=params.gamma,
-                                             scope=params.history_scope)
-        if params.objective == "strace" and params.strace_mode == "exclude":
-            keeps_trace = trace_mask.to(torch.bool)
-            log_coef = torch.where(keeps_trace, log_coef, log_ratio)
-            credit = torch.where(keeps_trace, credit, torch.ones_like(credit))
-        return log_coef, None, credit
-    if not params.traced:
-        return log_ratio, None, None
+    return IMPORTANCE_WEIGHTS[params.objective](logps, log_ratio, mask, params, trace_mask)
+
+
+def _token_ratio(logps, log_ratio, mask, params, trace_mask):
+    """GRPO: each token's own ratio."""
+    return log_ratio, None, None
+
+
+def _history_ratio(logps, log_ratio, mask, params, trace_mask):
+    """P-trace and S-trace: the credit-weighted geometric mean of the scope's ratios (`history_log_ratio`)."""
+    in_trace = mask if trace_mask is None else mask * trace_mask.to(mask.dtype)
+    log_coef, credit = history_log_ratio(log_ratio, in_trace, params.lam, gamma=params.gamma,
+                                         scope=params.history_scope)
+    if params.objective == "strace" and params.strace_mode == "exclude":
+        keeps_trace = trace_mask.to(torch.bool)
+        log_coef = torch.where(keeps_trace, log_coef, log_ratio)
+        credit = torch.where(keeps_trace, credit, torch.ones_like(credit))
+    return log_coef, None, credit
+
+
+def _traced_ratio(logps, log_ratio, mask, params, trace_mask):
+    """GRPO-λ: the traced ratio (ε-trace) or the ratio times the trace of 1 + σ(log π − 1) (ε-weight)."""
     if params.update == "trace":
         log_coef = trace(log_ratio, mask, params)
         with torch.no_grad():
@@ -240,6 +252,13 @@ def _importance_weights(logps, log_ratio, mask, params, trace_mask):
     # weight: gradient flows through the factor, as in the authors' code
     factor = trace(1 + torch.sigmoid(logps - 1), mask, params)
     return log_ratio, factor, factor
+
+
+# Objective -> its importance weights f(logps, log_ratio, mask, params, trace_mask) -> (log coefficient, extra
+# per-token factor or None, trace weight to log or None): where an objective's maths is registered (its name,
+# its variant keys and their checks: grpo_lambda.variants.OBJECTIVES, OBJECTIVE_KEYS).
+IMPORTANCE_WEIGHTS = {"grpo": _token_ratio, "grpo_lambda": _traced_ratio, "ptrace": _history_ratio,
+                      "strace": _history_ratio}
 
 
 def history_log_ratio(log_ratio: torch.Tensor, in_credit: torch.Tensor, lam: float, *, gamma: float = 1.0,

@@ -39,8 +39,9 @@ def git_commit(folder: Path = PACKAGE) -> str:
     return commit.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
 
 
-def record(*, vllm: bool = False) -> dict:
-    """The versions behind this process's results (``vllm``: whether it generated with vLLM)."""
+def record(*, vllm: bool = False, revisions: dict | None = None) -> dict:
+    """The versions behind this process's results (``vllm``: whether it generated with vLLM), and the hub
+    ``revisions`` of its inputs where any came from the hub (``fingerprint.source_revisions``)."""
     import torch
 
     versions = {"python": platform.python_version(), **library_versions()}
@@ -48,7 +49,7 @@ def record(*, vllm: bool = False) -> dict:
     versions["cuda"] = torch.version.cuda if torch.cuda.is_available() else None
     versions["grpo_lambda"] = __version__
     versions["commit"] = git_commit()
-    return {field: versions.get(field) for field in FIELDS}
+    return {**{field: versions.get(field) for field in FIELDS}, **({"revisions": revisions} if revisions else {})}
 
 
 def _version(name: str) -> str | None:

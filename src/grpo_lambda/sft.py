@@ -13,7 +13,7 @@ import logging
 import tempfile
 from pathlib import Path
 
-from grpo_lambda import files, provenance
+from grpo_lambda import files, fingerprint, provenance
 from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.grading.extract import boxed_span
 from grpo_lambda.models import load_tokenizer, lora_config, trainer_hardware_kwargs
@@ -23,7 +23,8 @@ from grpo_lambda.sft_data import think_answer
 log = logging.getLogger(__name__)
 
 
-def sft_dataset(rows: list[dict], tokenizer, template: str, answer_format: str = "boxed"):
+def sft_dataset(rows: list[dict], tokenizer, template: str, *, system_prompt: str | None = None,
+                answer_format: str = "boxed"):
     """Prompt/completion text pairs, the completion (in ``answer_format``: the solution as it is, or
     ``think_answer``) ending with eos so the model learns to stop; or, for rows of ``messages``, the
     conversations as they are (TRL formats them with the chat template)."""
@@ -45,7 +46,7 @@ def sft_dataset(rows: list[dict], tokenizer, template: str, answer_format: str =
                              f"\\boxed{{}} answer to put in <answer> (the first: {unboxed[0]['solution'][:80]!r})")
     completion = think_answer if answer_format == "think_answer" else str
     return Dataset.from_list([
-        {"prompt": prompt_text(tokenizer, template, row["problem"]),
+        {"prompt": prompt_text(tokenizer, template, row["problem"], system_prompt=system_prompt),
          "completion": completion(row["solution"]) + tokenizer.eos_token}
         for row in rows
     ])
@@ -55,6 +56,7 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
     from transformers import AutoModelForCausalLM
 
     options = settings["sft"]
+    made_by = provenance.record(revisions=fingerprint.source_revisions(base, data_path))  # hub inputs' commits
     tokenizer = load_tokenizer(base, padding_side="right")
     if options.get("epochs", 1) == 0:
         from accelerate import PartialState
@@ -68,7 +70,7 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
                 model.save_pretrained(tmp)
                 tokenizer.save_pretrained(tmp)
             log.info("SFT model written to %s", out_dir)
-            files.write_json(Path(out_dir).parent / "provenance.json", provenance.record())
+            files.write_json(Path(out_dir).parent / "provenance.json", made_by)
         state.wait_for_everyone()
     else:
         from trl import SFTConfig, SFTTrainer
@@ -77,7 +79,9 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
         from grpo_lambda.train import default_report_to, use_cell_tensorboard_folder
 
         rows = files.read_jsonl(data_path)
-        dataset = sft_dataset(rows, tokenizer, settings["model"]["prompt"], options.get("format", "boxed"))
+        dataset = sft_dataset(rows, tokenizer, settings["model"]["prompt"],
+                              system_prompt=settings["model"].get("system_prompt"),
+                              answer_format=options.get("format", "boxed"))
         with tempfile.TemporaryDirectory(prefix="sft-") as scratch:
             args = SFTConfig(
                 output_dir=scratch,
@@ -109,4 +113,4 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
             trainer.train()
             save_trained_model(trainer, out_dir, lora_base=base if peft_config else None)
             if trainer.is_world_process_zero():
-                files.write_json(Path(out_dir).parent / "provenance.json", provenance.record())
+                files.write_json(Path(out_dir).parent / "provenance.json", made_by)

@@ -73,7 +73,8 @@ def run(settings: dict, *, base: str, data_path: str, out: str, counts_path: str
     if not rows:
         raise ValueError(f"{data_path}: the training set has no problems to sample solutions for")
     tokenizer = load_tokenizer(base)
-    prompts = [prompt_text(tokenizer, settings["model"]["prompt"], row["problem"]) for row in rows]
+    prompts = [prompt_text(tokenizer, settings["model"]["prompt"], row["problem"],
+                           system_prompt=settings["model"].get("system_prompt")) for row in rows]
     completions = generate(base, prompts, backend=options["backend"], n=options["samples"], greedy=False,
                            temperature=options["temperature"], top_p=options["top_p"],
                            max_new_tokens=options["max_new_tokens"], max_model_len=options["max_model_len"],

@@ -9,7 +9,9 @@ with its confidence interval, and a prediction interval for one more run:
     x̄ ± t(K−1, (1 + level)/2) · s · √(1/K)        the mean over such runs
     x̄ ± t(K−1, (1 + level)/2) · s · √(1 + 1/K)    one more run
 
-over K runs, s their sample standard deviation: the textbook intervals for normal draws. Each run
+over K runs, s their sample standard deviation: the textbook t intervals for normal draws (a run's
+paired differences are per-run values too, so the mean gap over SFT models is the t interval of the
+per-run gaps). Each run
 is also set against the interval the others give (leave one out), and with ``check`` a further run
 (another machine's, say) against the interval of them all.
 """

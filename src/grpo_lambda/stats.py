@@ -1,26 +1,58 @@
-"""Bootstrap intervals for benchmark accuracies, over problems and over training seeds.
+"""Intervals, p-values and detectable effects for every number in the tables: analytic, deterministic,
+paired by training seed and by problem.
 
-Every number in the tables is a linear combination of cell means: one benchmark's accuracy, the
-unweighted average over benchmarks, the mean over training datasets or over variants, the difference
-between two methods. So one routine, :func:`bootstrap_linear`, serves them all:
+Every accuracy in the tables is a linear combination of cell means: one benchmark's accuracy, the
+unweighted average over benchmarks, the mean over training sets or variants, the difference between two
+methods, a factorial effect. So one routine, :func:`linear_interval`, serves them all:
 
-    θ = Σ_j w_j · m_j,    m_j = Σ_s Σ_p c_jsp / #{observed (s, p)}
+    θ = Σ_j w_j · m_j,    m_j = Σ_{(s, p) observed} c_jsp / #{observed (s, p)}
 
-where term j is one run group (the seeds of one model × dataset × variant × step) on one benchmark,
-``c_jsp`` ∈ {0, 1} is the verdict of seed s on problem p (NaN where not evaluated). A bootstrap
-replicate draws multinomial counts u over the seeds of each run group and v over the problems of
-each benchmark, and computes
+where term j is one run group (the seeds of one model × training set × variant × step) on one
+benchmark and ``c_jsp`` is the verdict of seed s on problem p (1 right, 0 wrong, a fraction for avg@k,
+NaN where not evaluated).
 
-    m_j* = Σ_s u_s Σ_p v_p c_jsp / Σ_s u_s Σ_p v_p o_jsp     (o = 1 where c is observed).
+What is paired. A row of a term is a training run, named by (its ``seeds`` key, its seed): rows with
+the same name in different terms are the same draw. The tables give every RL run of one SFT model the
+``seeds`` key of that SFT model, so the runs of two variants with the same training seed (same SFT
+model, same seed, same prompts in the same order) are one row: their difference is paired by seed. A
+column is a problem, named by (the ``problems`` key, its position): every term on one benchmark shares
+its problems, so differences are paired by problem too. Runs of other SFT models (another training
+set) are independent rows; the SFT model itself is one fixed row (the intervals are conditional on it).
 
-Terms that share a run group share u (the same trained models answer every benchmark); terms that
-share a benchmark share v (every model answers the same problems), which makes a difference of two
-methods a *paired* comparison over problems. Seeds of different run groups are drawn independently.
-The interval is the percentile interval of the replicates.
+The variance: two-way cluster-robust, by seed and by problem (Cameron, Gelbach & Miller 2011,
+"Robust inference with multiway clustering"), with the small-sample form of the crossed random-effects
+ANOVA. Write θ̂ − θ ≈ Σ_gh U_gh, U_gh the summed scores a_j·(c_jgh − m_j) (a_j = w_j / #observed) of
+seed row g and problem column h. Rows fall in strata r (one per ``seeds`` key: within one the seeds are
+exchangeable draws; different keys are independent), columns in strata b (one per benchmark). Then
 
-Known limitation: with very few seeds (2 or 3), resampling seeds can only show part of the
-between-seed spread (the bootstrap variance of a mean of S values is (S−1)/S of the plug-in one), so
-with 2 seeds the intervals lean narrow on that component; the problem component is well covered.
+    V = Σ_r G_r/(G_r−1) Σ_{g∈r} (R_g − R̄_r)²                      seeds   (R_g = Σ_h U_gh)
+      + Σ_b H_b/(H_b−1) Σ_{h∈b} (C_h − C̄_b)²                      problems (C_h = Σ_g U_gh)
+      − Σ_rb G_r H_b/((G_r−1)(H_b−1)) Σ_{g∈r,h∈b} E_gh²           seed × problem, counted twice above
+
+with E the doubly centred U of the block (r, b). For a complete crossed layout with seed, problem and
+interaction effects this is exactly unbiased (the ANOVA estimator (MS_seed + MS_problem − MS_error)/SP);
+the plain CGM intersection term (raw U_gh²) would also subtract part of the problem variance, about
+1/S of it. A stratum of one seed (a single run, the SFT model) has no seed term: its interval is over
+problems alone. A stratum whose spread is no larger than the seed × problem part it holds (its own
+variance estimated at or below zero, e.g. two arms whose seeds move them alike) is left out, the
+interaction then counted once through the other side: the truncated ANOVA estimator, V ≥ 0.
+
+The interval is θ̂ ± t_{ν}·√V with ν from Welch–Satterthwaite over the components (each seed stratum
+has G_r − 1 degrees of freedom, each benchmark H_b − 1, each block their product): ν ≈ S − 1 when the
+spread between seeds dominates (four seeds: t = 3.18, not 1.96), large when problems dominate. Why this
+and not a bootstrap: resampling 4 seeds shows (S−1)/S of their variance and a percentile interval
+over them covers about 80% at a nominal 95% (a t interval is needed at 4–8 seeds); the analytic form
+is deterministic (no replicate noise moves a verdict) and instant. Coverage is tested by simulation
+(tests/test_stats.py): seed-level t intervals at n = 4, and the accuracy-difference interval under a
+crossed random-effects model with binary outcomes at 4 and 8 seeds.
+
+Seed-level quantities (a training-reward AUC, steps to a threshold: one number per run) are terms of one
+column: V is then s²/n of the (paired) per-seed values and ν = n − 1, the textbook t interval
+(:func:`t_interval`).
+
+The p-value of θ = 0 is the two-sided t test of the same statistic, the equivalence p-value the two
+one-sided tests (TOST) against ±margin, and the minimum detectable effect at 80% power (two-sided 5%)
+is (t_{ν, 0.975} + t_{ν, 0.80}) · √V.
 
 Training curves are smoothed here too (:func:`smooth`, :func:`smoothing_weight`), so that the
 ``learning_speed`` table and the ``training_curves`` table the figures draw use one rule.
@@ -28,41 +60,83 @@ Training curves are smoothed here too (:func:`smooth`, :func:`smoothing_weight`)
 
 from __future__ import annotations
 
-import functools
 import math
-import zlib
 from collections.abc import Hashable, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import numpy as np
+import pandas as pd
+from scipy import special
 
 
 @dataclass(frozen=True)
 class Term:
     """One cell mean in a linear statistic.
 
-    ``correct`` is (n_seeds, n_problems), or (n_problems,) for a single seed: 1 = correct,
-    0 = wrong, NaN = not evaluated. Columns of terms with the same ``problems`` key must be the same
-    problems in the same order; rows of terms with the same ``seeds`` key the same runs.
+    ``correct`` is (n_seeds, n_problems), or (n_problems,) for a single seed: 1 = correct, 0 = wrong,
+    NaN = not evaluated. Columns of terms with the same ``problems`` key must be the same problems in the
+    same order. ``rows`` names the seeds (default 0, 1, ...): a row is the same run in every term with
+    the same ``seeds`` key and row name (paired), and independent of every other row.
     """
 
     weight: float
     correct: np.ndarray
     seeds: Hashable
     problems: Hashable
+    rows: tuple | None = field(default=None)
 
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate with its bootstrap percentile interval."""
+    """A point estimate, its interval, standard error and degrees of freedom (``df``)."""
 
     estimate: float
     low: float
     high: float
+    se: float = float("nan")
+    df: float = float("inf")
 
     def excludes(self, value: float = 0.0) -> bool:
         """Whether ``value`` lies outside the interval (e.g. a difference distinguishable from 0)."""
         return bool(self.low > value or self.high < value)
+
+    def p_value(self) -> float:
+        """Two-sided p-value of θ = 0 (t test); NaN without a standard error."""
+        if math.isnan(self.se) or math.isnan(self.estimate):
+            return float("nan")
+        if self.se == 0:
+            return 1.0 if self.estimate == 0 else 0.0
+        return float(2 * t_sf(abs(self.estimate) / self.se, self.df))
+
+    def equivalence_p(self, margin: float) -> float:
+        """p-value of |θ| ≥ margin by two one-sided t tests (TOST): small means |θ| < margin."""
+        if math.isnan(self.se) or math.isnan(self.estimate):
+            return float("nan")
+        if self.se == 0:
+            return 0.0 if abs(self.estimate) < margin else 1.0
+        above = t_sf((self.estimate + margin) / self.se, self.df)    # H0: θ ≤ −margin
+        below = t_sf(-(self.estimate - margin) / self.se, self.df)  # H0: θ ≥ +margin
+        return float(max(above, below))
+
+    def mde(self, alpha: float = 0.05, power: float = 0.8) -> float:
+        """The smallest |θ| a two-sided level-``alpha`` t test detects with probability ``power``, at this
+        standard error: (t_{1−α/2} + t_{power}) · se."""
+        if math.isnan(self.se):
+            return float("nan")
+        return float((student_t_quantile(1 - alpha / 2, self.df) + student_t_quantile(power, self.df)) * self.se)
+
+
+def student_t_quantile(probability: float, df: float) -> float:
+    """Student's t quantile: scipy's ``t.ppf`` (its ufunc ``special.stdtrit``, 100× faster to call)."""
+    return float(special.stdtrit(df, probability))
+
+
+def t_sf(x: float, df: float) -> float:
+    """Student's t survival function P(T > x): scipy's ``t.sf`` (``special.stdtr``)."""
+    return float(special.stdtr(df, -x))
+
+
+NO_INTERVAL = Interval(float("nan"), float("nan"), float("nan"))
 
 
 def _as_matrix(correct) -> np.ndarray:
@@ -74,116 +148,143 @@ def _as_matrix(correct) -> np.ndarray:
     return matrix
 
 
-def _resample_counts(rng: np.random.Generator, size: int, n_boot: int) -> np.ndarray:
-    """(n_boot, size) multinomial counts: how often each item is drawn in each replicate.
-
-    Drawing indices and counting them is several times faster than ``rng.multinomial``.
-    """
-    draws = rng.integers(0, size, (n_boot, size)) + np.arange(n_boot)[:, None] * size
-    return np.bincount(draws.ravel(), minlength=n_boot * size).reshape(n_boot, size).astype(float)
-
-
-def _counts(seed: int, kind: str, key: Hashable, size: int, n_boot: int, cache: dict | None) -> np.ndarray:
-    """The resampling counts of one run group (kind "seeds") or benchmark (kind "problems").
-
-    Their generator is seeded by (seed, the key), so a key is resampled the same way in every
-    statistic: the draws depend on nothing else, and caching them changes no result.
-    """
-    cache_key = (seed, kind, key, size, n_boot)
-    if cache is not None and cache_key in cache:
-        return cache[cache_key]
-    rng = np.random.default_rng([seed, zlib.crc32(repr((kind, key)).encode())])
-    counts = _resample_counts(rng, size, n_boot)
-    if cache is not None:
-        cache[cache_key] = counts
-    return counts
-
-
-def bootstrap_linear(
-    terms: Sequence[Term], n_boot: int = 1000, level: float = 0.95, seed: int = 0, cache: dict | None = None
-) -> Interval:
-    """Estimate θ = Σ_j w_j m_j and its percentile interval (see the module docstring).
-
-    n_boot = 0 returns the estimate with a NaN interval. ``cache`` (a dict kept by the caller)
-    holds the resampling counts between calls: a pure speed-up, the intervals are the same.
-    """
-    if not terms:
-        raise ValueError("terms is empty")
+def _check_level(level: float) -> None:
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
-    if n_boot < 0:
-        raise ValueError(f"n_boot must be >= 0, got {n_boot}")
+
+
+def linear_interval(terms: Sequence[Term], level: float = 0.95) -> Interval:
+    """θ = Σ_j w_j m_j with its two-way (seed, problem) cluster-robust t interval (module docstring)."""
+    if not terms:
+        raise ValueError("terms is empty")
+    _check_level(level)
     matrices = [_as_matrix(term.correct) for term in terms]
-    weights = np.array([term.weight for term in terms], dtype=float)
-
-    shapes: dict[tuple[str, Hashable], int] = {}
+    row_index: dict[tuple, int] = {}       # (seeds key, row name) -> global row
+    column_index: dict[Hashable, int] = {}  # problems key -> first global column
+    widths: dict[Hashable, int] = {}
+    placed = []
     for term, matrix in zip(terms, matrices):
-        for kind, key, size in (("seeds", term.seeds, matrix.shape[0]), ("problems", term.problems, matrix.shape[1])):
-            if shapes.setdefault((kind, key), size) != size:
-                raise ValueError(f"terms sharing {kind} key {key!r} disagree on its size "
-                                 f"({size} vs {shapes[(kind, key)]})")
+        names = tuple(range(matrix.shape[0])) if term.rows is None else tuple(term.rows)
+        if len(names) != matrix.shape[0] or len(set(names)) != len(names):
+            raise ValueError(f"rows {names!r} do not name the {matrix.shape[0]} rows of a term once each")
+        if widths.setdefault(term.problems, matrix.shape[1]) != matrix.shape[1]:
+            raise ValueError(f"terms sharing problems key {term.problems!r} disagree on its size "
+                             f"({matrix.shape[1]} vs {widths[term.problems]})")
+        if term.problems not in column_index:
+            column_index[term.problems] = sum(widths.values()) - matrix.shape[1]
+        rows = [row_index.setdefault((term.seeds, name), len(row_index)) for name in names]
+        placed.append((rows, column_index[term.problems]))
 
-    observed = [~np.isnan(matrix) for matrix in matrices]
-    means = np.array([np.nanmean(matrix) if mask.any() else np.nan for matrix, mask in zip(matrices, observed)])
-    estimate = float(weights @ means)
-    if n_boot == 0 or np.isnan(estimate):
-        return Interval(estimate, float("nan"), float("nan"))
+    n_rows, n_columns = len(row_index), sum(widths.values())
+    scores = np.zeros((n_rows, n_columns))
+    totals = np.zeros((n_rows, n_columns))  # Σ a_j c: identical arms cancel cell by cell, exactly
+    for term, matrix, (rows, start) in zip(terms, matrices, placed):
+        observed = ~np.isnan(matrix)
+        if not observed.any():
+            return NO_INTERVAL
+        scale = term.weight / observed.sum()
+        mean = matrix[observed].mean()
+        block = np.ix_(rows, range(start, start + matrix.shape[1]))
+        totals[block] += np.where(observed, scale * matrix, 0.0)
+        scores[block] += np.where(observed, scale * matrix - scale * mean, 0.0)
+    estimate = float(totals.sum())
 
-    counts = {(kind, key): _counts(seed, kind, key, size, n_boot, cache) for (kind, key), size in shapes.items()}
-
-    replicates = np.zeros(n_boot)
-    for term, weight, matrix, mask in zip(terms, weights, matrices, observed):
-        seed_counts = counts[("seeds", term.seeds)]          # (B, S)
-        problem_counts = counts[("problems", term.problems)]  # (B, P)
-        # Σ_s u_s Σ_p v_p c_sp, computed as rows of (S, P) @ (P, B) then weighted by u.
-        numerator = np.einsum("bs,sb->b", seed_counts, np.where(mask, matrix, 0.0) @ problem_counts.T)
-        denominator = np.einsum("bs,sb->b", seed_counts, mask.astype(float) @ problem_counts.T)
-        with np.errstate(invalid="ignore", divide="ignore"):
-            replicates += weight * numerator / denominator
-    replicates = replicates[np.isfinite(replicates)]  # a draw that saw no observed entry of some term
-    if replicates.size == 0:
-        return Interval(estimate, float("nan"), float("nan"))
-    alpha = (1.0 - level) / 2.0
-    low, high = np.quantile(replicates, [alpha, 1.0 - alpha])
-    return Interval(estimate, float(low), float(high))
+    row_keys = list(dict.fromkeys(key for key, _ in row_index))
+    row_strata = [np.array([row for (key, _), row in row_index.items() if key == k]) for k in row_keys]
+    column_strata = [np.arange(start, start + widths[key]) for key, start in column_index.items()]
+    columns_of = list(column_index)
+    blocks = {(row_keys.index(term.seeds), columns_of.index(term.problems)) for term in terms}
+    components = _components(scores, row_strata, column_strata, blocks)
+    return _t_from(estimate, sum(c * v for v, _, c in components), components, level)
 
 
-def bootstrap_mean(correct, n_boot: int = 1000, level: float = 0.95, seed: int = 0) -> Interval:
-    """Mean accuracy of one cell and its interval, resampling problems and (if several rows) seeds."""
-    return bootstrap_linear([Term(1.0, correct, "seeds", "problems")], n_boot, level, seed)
+def _components(scores: np.ndarray, row_strata: list[np.ndarray], column_strata: list[np.ndarray],
+                blocks: set[tuple[int, int]]) -> list[tuple[float, int, float]]:
+    """The variance components of the module docstring as (variance, degrees of freedom, coefficient).
 
-
-def paired_difference(
-    treatment, baseline, n_boot: int = 1000, level: float = 0.95, seed: int = 0
-) -> Interval:
-    """mean(treatment) − mean(baseline) over the same problems (columns aligned).
-
-    Problems are resampled once for both arms (the comparison is paired); the seeds of each arm are
-    resampled independently, since they are separate training runs.
+    Each seed stratum r gives V_r (its seeds' spread), each benchmark b V_b (its problems' spread), each
+    block (r, b) of terms V_rb (the seed × problem part, which V_r and V_b both hold). A stratum whose
+    spread is no larger than the seed × problem parts it holds has its own variance estimated at or
+    below zero; it is left out (the truncated ANOVA estimator), and the blocks it shares count once
+    through the other side, or on their own when both sides are left out. A stratum that shares a
+    block with a one-seed stratum or a one-column benchmark is kept: there its seed × problem part
+    cannot be told apart.
     """
-    terms = [Term(1.0, treatment, "treatment", "problems"), Term(-1.0, baseline, "baseline", "problems")]
-    return bootstrap_linear(terms, n_boot, level, seed)
+    seeds = {r: (_spread(scores[rows].sum(axis=1)), len(rows) - 1)
+             for r, rows in enumerate(row_strata) if len(rows) > 1}
+    problems = {b: (_spread(scores[:, columns].sum(axis=0)), len(columns) - 1)
+                for b, columns in enumerate(column_strata) if len(columns) > 1}
+    crossed = {}
+    for r, b in blocks:
+        if r in seeds and b in problems:
+            block = scores[np.ix_(row_strata[r], column_strata[b])]
+            residual = block - block.mean(axis=1, keepdims=True) - block.mean(axis=0, keepdims=True) + block.mean()
+            g, h = block.shape
+            crossed[(r, b)] = (g * h / ((g - 1) * (h - 1)) * float((residual ** 2).sum()), (g - 1) * (h - 1))
+    kept_seeds = {r for r in seeds if any(b not in problems for rr, b in blocks if rr == r)
+                  or seeds[r][0] > sum(v for (rr, _), (v, _) in crossed.items() if rr == r)}
+    kept_problems = {b for b in problems if any(r not in seeds for r, bb in blocks if bb == b)
+                     or problems[b][0] > sum(v for (_, bb), (v, _) in crossed.items() if bb == b)}
+    components = [(*seeds[r], 1.0) for r in sorted(kept_seeds)] + [(*problems[b], 1.0) for b in sorted(kept_problems)]
+    for (r, b), (variance, df) in crossed.items():
+        coefficient = 1.0 - (r in kept_seeds) - (b in kept_problems)
+        if coefficient:
+            components.append((variance, df, coefficient))
+    return components
 
 
-@functools.lru_cache(maxsize=None)
-def student_t_quantile(probability: float, df: int) -> float:
-    """The ``probability`` quantile of Student's t distribution with ``df`` degrees of freedom.
+def _spread(totals: np.ndarray) -> float:
+    """n/(n−1) Σ (x − x̄)²: n times the unbiased variance of the n exchangeable totals."""
+    return len(totals) / (len(totals) - 1) * float(((totals - totals.mean()) ** 2).sum())
 
-    No scipy here, so it is computed: with x = √df · tan θ the density becomes proportional to
-    cos(θ)^(df−1) on (−π/2, π/2), bounded and smooth, whose cumulative integral (trapezoids on a fine
-    grid) is inverted by interpolation. Accurate to about 1e-6 for the levels intervals use.
-    """
-    if not 0 < probability < 1:
-        raise ValueError(f"probability must lie in (0, 1), got {probability}")
-    if df < 1:
-        raise ValueError(f"df must be at least 1, got {df}")
-    if probability < 0.5:
-        return -student_t_quantile(1 - probability, df)
-    theta = np.linspace(0.0, np.pi / 2, 200_001)
-    density = np.cos(theta) ** (df - 1)
-    cumulative = np.concatenate([[0.0], np.cumsum((density[1:] + density[:-1]) / 2 * (theta[1] - theta[0]))])
-    angle = np.interp((2 * probability - 1) * cumulative[-1], cumulative, theta)
-    return float(np.sqrt(df) * np.tan(angle))
+
+def _t_from(estimate: float, variance: float, components: list[tuple[float, int, float]], level: float) -> Interval:
+    """The t interval at ``variance`` with Welch–Satterthwaite degrees of freedom over ``components``."""
+    if variance <= 0 or not components:
+        return Interval(estimate, estimate, estimate, 0.0, float("inf")) if components else \
+            Interval(estimate, float("nan"), float("nan"))
+    spread = sum((c * v) ** 2 / df for v, df, c in components if v > 0)
+    df = variance * variance / spread if spread > 0 else float("inf")
+    half = student_t_quantile((1 + level) / 2, df) * math.sqrt(variance)
+    return Interval(estimate, estimate - half, estimate + half, math.sqrt(variance), df)
+
+
+def mean_interval(correct, level: float = 0.95) -> Interval:
+    """Mean accuracy of one cell (seeds × problems) and its interval over problems and seeds."""
+    return linear_interval([Term(1.0, correct, "seeds", "problems")], level)
+
+
+def paired_difference(treatment, baseline, level: float = 0.95) -> Interval:
+    """mean(treatment) − mean(baseline): row i of both is the same training seed, column j the same
+    problem, so the difference is paired by seed and by problem."""
+    treatment, baseline = _as_matrix(treatment), _as_matrix(baseline)
+    terms = [Term(1.0, treatment, "runs", "problems"), Term(-1.0, baseline, "runs", "problems")]
+    return linear_interval(terms, level)
+
+
+def t_interval(values, level: float = 0.95) -> Interval:
+    """Mean of independent per-seed values (e.g. paired per-seed differences) with its t interval:
+    x̄ ± t_{n−1} · s/√n. One value gives the estimate without an interval."""
+    values = np.asarray(values, dtype=float)
+    values = values[~np.isnan(values)]
+    if values.size == 0:
+        return NO_INTERVAL
+    return linear_interval([Term(1.0, values[:, None], "seeds", "value")], level)
+
+
+def holm(p_values) -> np.ndarray:
+    """Holm's step-down adjustment (family-wise error) of ``p_values``; NaN entries are left out of the
+    family and stay NaN. (scipy offers Benjamini–Hochberg only; statsmodels would be a large
+    dependency for these lines.)"""
+    p = np.asarray(p_values, dtype=float)
+    adjusted = np.full(p.shape, np.nan)
+    present = np.flatnonzero(~np.isnan(p))
+    order = present[np.argsort(p[present], kind="stable")]
+    running = 0.0
+    for rank, index in enumerate(order):
+        running = max(running, min(1.0, (len(order) - rank) * p[index]))
+        adjusted[index] = running
+    return adjusted
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:
@@ -214,19 +315,12 @@ def majority_correct(answers: list, correct: list) -> float:
 
 def smooth(values, weight: float) -> np.ndarray:
     """Debiased exponential moving average: s_t = w·s_{t−1} + (1−w)·x_t, shown as s_t / (1 − w^n_t)
-    where n_t counts the finite values so far; NaN values are skipped (the average carries over)."""
-    values = np.asarray(values, dtype=float)
+    where n_t counts the finite values so far; NaN values are skipped (the average carries over).
+    That is pandas' ``ewm(alpha=1−w, adjust=True, ignore_na=True).mean()``."""
     if not 0 <= weight < 1:
         raise ValueError(f"weight must lie in [0, 1), got {weight}")
-    out = np.full(values.shape, np.nan)
-    state, seen = 0.0, 0
-    for i, x in enumerate(values):
-        if np.isfinite(x):
-            state = weight * state + (1 - weight) * x
-            seen += 1
-        if seen:
-            out[i] = state / (1 - weight ** seen)
-    return out
+    series = pd.Series(np.asarray(values, dtype=float))
+    return series.ewm(alpha=1.0 - weight, adjust=True, ignore_na=True).mean().to_numpy()
 
 
 def smoothing_weight(setting, n_steps: int) -> float:

@@ -32,6 +32,15 @@ range, so it stays finite for any λ ∈ [0, 1] and any length:
   the early half is one prefix sum read at every other token; for t > 2D the columns between
   the two windows all weigh ε. Slices, one cumulative sum per term, no gather. The weight vectors
   depend on (T, κ, ε) only and are cached.
+
+On a GPU these few dozen small kernels are bound by their launches (0.2–1.8 ms per forward +
+backward on an H200, whatever T), while the dense product x·Wᵀ is one matrix product each way that
+stays faster up to T of several thousand. So `apply_trace` chooses (`method="auto"`): on a device type
+in `DENSE_DEVICES` (CUDA), below the crossover length of its form and style (`DENSE_BELOW`, from the
+measured times; `benchmarks/bench_traces.py --device cuda` measures it again) and while W fits in
+`DENSE_MAX_BYTES`, it multiplies by a cached W; elsewhere it runs the O(T) operator. The cached W is
+built once per (κ, style, form, ε, n, dtype, device) at a power-of-two size and sliced to T: its
+entries do not depend on T (the absolute form's n is `length`, or T when none is given).
 """
 
 from __future__ import annotations
@@ -47,6 +56,28 @@ FORMS = ("relative", "absolute")
 
 # Block length of the decay-matrix scan: a K×K matmul per block, then a scan over T/K block ends.
 _BLOCK = 64
+
+METHODS = ("auto", "dense", "scan")
+# Device types on which method "auto" may take the dense product (module docstring); a test adds "cpu"
+# to run the GPU's dispatch on a CPU.
+DENSE_DEVICES = ("cuda",)
+# Below these lengths a dense product with a cached W beat the O(T) operator on an H200 (forward +
+# backward, B = 8–16, float32 and bfloat16, `benchmarks/bench_traces.py --device cuda`; the table is in
+# benchmarks/README.md): the O(T) operator was first faster at T = 32768 for the relative forms (relative
+# both in float32: 2.01 against 3.34 ms), 16384 for absolute recent (0.26 against 1.13 ms) and 8192 for
+# absolute both and early in float32 (0.25 against 0.34 ms); each entry is the smaller of the two dtypes'
+# crossovers. DENSE_MAX_BYTES caps W below that for the relative forms (float32 W at T = 32768: 4 GiB).
+DENSE_BELOW = {
+    ("relative", "recent"): 32768,
+    ("relative", "both"): 32768,
+    ("relative", "early"): 8192,
+    ("absolute", "recent"): 16384,
+    ("absolute", "both"): 8192,
+    ("absolute", "early"): 8192,
+}
+# The largest cached W (bytes, in x's dtype): float32 up to T = 16384, bfloat16 up to 23170; beyond, the
+# O(T) operator, whose memory is O(B·T).
+DENSE_MAX_BYTES = 2**30
 
 
 def trace_matrix(
@@ -101,14 +132,18 @@ def apply_trace(
     eps: float = 0.0,
     mask: torch.Tensor | None = None,
     length: int | None = None,
+    method: str = "auto",
 ) -> torch.Tensor:
     """y[b, t] = Σ_{c ≤ t} W[t, c] · x[b, c] · mask[b, c], with W = trace_matrix(T, lam, ..., length=length).
 
     x has shape (B, T); mask (optional, 0/1) the same shape. length: the absolute form's n (default T,
-    must be >= T; ignored by the relative forms, which do not depend on it). O(B·T) time and memory,
-    differentiable in x, the result in x's dtype.
+    must be >= T; ignored by the relative forms, which do not depend on it). Differentiable in x, the
+    result in x's dtype. method: "scan" is the O(B·T) operator, "dense" the product with a cached W
+    (O(T²) memory), "auto" the faster of the two where x lives (`uses_dense`).
     """
     kappa = _validated_kappa(lam, gamma, style, form, eps)
+    if method not in METHODS:
+        raise ValueError(f"method must be one of {METHODS}, got {method!r}")
     if not isinstance(x, torch.Tensor) or x.dim() != 2 or not x.is_floating_point():
         shape = tuple(x.shape) if isinstance(x, torch.Tensor) else type(x).__name__
         raise ValueError(f"x must be a floating-point tensor of shape (B, T), got {shape}")
@@ -121,6 +156,16 @@ def apply_trace(
         x = x * mask.to(x.dtype)
     if x.shape[-1] == 0:
         y = x
+    elif method == "dense" or (method == "auto" and uses_dense(x, style, form)):
+        n = length if form == "absolute" and style != "early" else 0  # the relative forms do not depend on n
+        T = x.shape[-1]
+        size = max(T, min(_DENSE_SMALLEST, DENSE_BELOW[form, style]))
+        size = 1 << (size - 1).bit_length()  # a few cached sizes serve every batch width
+        if size * size * x.element_size() > DENSE_MAX_BYTES:
+            size = T  # rounded up, W would outgrow its bound
+        matrix = _dense_weights(size, n, kappa, style, form, eps, x.dtype, x.device)[:T, :T]
+        with torch.autocast(x.device.type, enabled=False):  # in x's dtype, also inside a bf16 autocast region
+            y = x @ matrix.T
     elif style == "early" or form == "absolute":
         n = length if style != "early" else x.shape[-1]  # early's weights do not depend on n: one cache entry
         y = _column_trace(x, _column_weights(x.shape[-1], n, kappa, style, eps, x.dtype, x.device))
@@ -129,6 +174,57 @@ def apply_trace(
     else:
         y = _relative_both(x, kappa, eps)
     return y.clone() if y is given else y  # W = I: never hand back the caller's own tensor
+
+
+def uses_dense(x: torch.Tensor, style: str = "recent", form: str = "relative") -> bool:
+    """Whether `apply_trace(x, ..., method="auto")` multiplies by a cached W: on a device type in
+    `DENSE_DEVICES`, below the crossover length `DENSE_BELOW` and with W within `DENSE_MAX_BYTES`."""
+    T = x.shape[-1]
+    return (x.device.type in DENSE_DEVICES and T < DENSE_BELOW[form, style]
+            and T * T * x.element_size() <= DENSE_MAX_BYTES)
+
+
+# The smallest cached W: short batches share one matrix instead of one per power of two.
+_DENSE_SMALLEST = 1024
+
+
+@functools.lru_cache(maxsize=8)
+def _dense_weights(size: int, n: int, kappa: float, style: str, form: str, eps: float, dtype: torch.dtype,
+                   device: torch.device) -> torch.Tensor:
+    """W of the module docstring, (size, size), in `dtype` on `device`; n is the absolute form's length
+    (0 for the forms that do not use it, which fills it with size). Built from the tables of κ^d, block
+    of rows by block of rows, so that no temporary is larger than a block; independent of `trace_matrix`,
+    the test oracle."""
+    n = n or size
+    wide = torch.float64 if dtype == torch.float64 else torch.float32
+    k = torch.tensor(kappa, dtype=torch.float64, device=device)
+    columns = torch.arange(size, device=device)
+    powers = torch.pow(k, torch.arange(size + 1, device=device, dtype=torch.float64))  # κ^0 … κ^size
+    if style == "early":
+        column_weight = powers[:size]
+    elif form == "absolute":
+        # columns c ≥ n lie beyond every slice taken (T ≤ n): clamped, so that κ^(n−1−c) stays finite
+        recent = torch.pow(k, (n - (1 if style == "recent" else 0) - columns).clamp(min=0).to(torch.float64))
+        column_weight = recent if style == "recent" else torch.maximum(recent, powers[:size])
+    else:
+        column_weight = powers[:size] if style == "both" else None  # the early term of relative both
+    powers, column_weight = powers.to(wide), None if column_weight is None else column_weight.to(wide)
+    matrix = torch.empty(size, size, dtype=dtype, device=device)
+    for start in range(0, size, _DENSE_BLOCK_ROWS):
+        rows = torch.arange(start, min(size, start + _DENSE_BLOCK_ROWS), device=device).unsqueeze(1)
+        lag = rows - columns  # t − c
+        if form == "relative" and style != "early":
+            weight = powers[lag.clamp(min=0)]
+            if column_weight is not None:
+                weight = torch.maximum(weight, column_weight)
+        else:
+            weight = column_weight.expand(lag.shape)
+        weight = torch.where(lag > 0, weight.clamp(min=eps), (lag == 0).to(wide))
+        matrix[start:start + len(rows)] = weight.to(dtype)
+    return matrix
+
+
+_DENSE_BLOCK_ROWS = 1024
 
 
 def _validated_kappa(lam, gamma, style, form, eps) -> float:

@@ -32,7 +32,7 @@ from grpo_lambda.saving import log_world_size, save_trained_model
 
 log = logging.getLogger(__name__)
 
-# train_log.csv column <- key in TRL's logs
+# train_log.csv column <- key in TRL's logs; reward_columns adds the reward functions' own.
 LOG_COLUMNS = {
     "step": "step",
     "reward": "reward",
@@ -56,6 +56,9 @@ LOG_COLUMNS = {
     "learning_rate": "learning_rate",
     "step_time": "step_time",
 }
+# The vLLM server a train job started for itself (grpo_lambda.launch --vllm-server, its SERVER_VARIABLE;
+# not imported from there, so that the launcher stays out of the training code's fingerprint).
+VLLM_SERVER_VARIABLE = "GRPO_LAMBDA_VLLM_SERVER"
 # Passed to TRL as they are when present in the rl settings.
 TRL_KEYS = (
     "learning_rate", "lr_scheduler_type", "warmup_steps", "num_generations", "per_device_train_batch_size",
@@ -112,6 +115,26 @@ class WriteCompletions(TrainerCallback):
             files.write_jsonl(self.folder / completions.file_name(state.global_step), rows)
 
 
+def reward_columns(names: list[str], weights: list[float]) -> dict[str, str]:
+    """LOG_COLUMNS with a column for the mean of each reward function (TRL's ``rewards/<name>/mean``), named after
+    the function (``rewards/<name>`` where that name is taken), after ``format_reward``. A lone trained function
+    at weight 1 gets none: its mean is the ``reward`` column (so the default's columns are LOG_COLUMNS).
+    """
+    trained = [name for name, weight in zip(names, weights) if weight != 0]
+    lone = trained[0] if len(trained) == 1 and weights[names.index(trained[0])] == 1 else None
+    own = {}
+    for name in names:
+        key = f"rewards/{name}/mean"
+        if name != lone and key not in LOG_COLUMNS.values():
+            own[name if name not in LOG_COLUMNS else f"rewards/{name}"] = key
+    columns = {}
+    for column, key in LOG_COLUMNS.items():
+        columns[column] = key
+        if column == "format_reward":
+            columns.update(own)
+    return columns
+
+
 class WriteTrainLog(TrainerCallback):
     """Keep train_log.csv current: rewritten atomically from the trainer's log history at every logged step.
 
@@ -121,12 +144,12 @@ class WriteTrainLog(TrainerCallback):
     are dropped), and a reader never sees a half-written row. Main process only.
     """
 
-    def __init__(self, path: Path):
-        self.path = path
+    def __init__(self, path: Path, columns: dict[str, str] = LOG_COLUMNS):
+        self.path, self.columns = path, columns
 
     def _write(self, state) -> None:
         if state.is_world_process_zero:
-            write_train_log(str(self.path), train_log_rows(state.log_history))
+            write_train_log(str(self.path), train_log_rows(state.log_history, self.columns), self.columns)
 
     def on_train_begin(self, args, state, control, **kwargs):
         self._write(state)
@@ -138,18 +161,18 @@ class WriteTrainLog(TrainerCallback):
         self._write(state)
 
 
-def train_log_rows(log_history: list[dict]) -> list[dict]:
+def train_log_rows(log_history: list[dict], columns: dict[str, str] = LOG_COLUMNS) -> list[dict]:
     """One row per optimizer step from the trainer's log history (which survives a resume)."""
     rows = {}
     for entry in log_history:
         if "step" in entry and ("loss" in entry or "reward" in entry):
-            rows[entry["step"]] = {column: entry.get(key) for column, key in LOG_COLUMNS.items()}
+            rows[entry["step"]] = {column: entry.get(key) for column, key in columns.items()}
     return [rows[step] for step in sorted(rows)]
 
 
-def write_train_log(path: str, rows: list[dict]) -> None:
+def write_train_log(path: str, rows: list[dict], columns: dict[str, str] = LOG_COLUMNS) -> None:
     buffer = io.StringIO()
-    writer = csv.DictWriter(buffer, fieldnames=list(LOG_COLUMNS))
+    writer = csv.DictWriter(buffer, fieldnames=list(columns))
     writer.writeheader()
     writer.writerows(rows)
     files.write_text(path, buffer.getvalue())
@@ -188,11 +211,12 @@ def newest_loadable_checkpoint(resume_dir: Path) -> str | None:
     return None
 
 
-def rl_dataset(rows: list[dict], tokenizer, template: str):
+def rl_dataset(rows: list[dict], tokenizer, template: str, *, system_prompt: str | None = None):
+    """The RL set TRL reads: each problem's rendered prompt and its gold answer (the reward functions' ``answer``)."""
     from datasets import Dataset
 
-    return Dataset.from_list([{"prompt": prompt_text(tokenizer, template, row["problem"]), "answer": row["answer"]}
-                              for row in rows])
+    return Dataset.from_list([{"prompt": prompt_text(tokenizer, template, row["problem"], system_prompt=system_prompt),
+                               "answer": row["answer"]} for row in rows])
 
 
 def default_report_to() -> str:
@@ -235,6 +259,7 @@ def drop_long_prompts(dataset, tokenizer, max_prompt_length: int | None):
 def build_config(settings: dict, *, output_dir: str, seed: int):
     """GRPOConfig of a cell. Every default here yields to rl: keys and then to rl.trl."""
     from grpo_lambda import progress
+    from grpo_lambda.grading.reward import reward_specs
     from grpo_lambda.trainer_config import GRPOLambdaConfig
     from grpo_lambda.variants import variant_config_kwargs
 
@@ -249,13 +274,24 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
         "run_name": run_name(settings, seed),
         "disable_tqdm": not progress.interactive(),  # a job log gets ProgressLines instead
     }
-    # The training reward and, at weight 0, the format reward (logged only: see _run).
-    kwargs["reward_weights"] = [1.0, 0.0]
+    # One weight per reward function of _run, in its order; weight 0: logged, never trained on.
+    kwargs["reward_weights"] = [float(spec.get("weight", 1.0)) for spec in reward_specs(rl)]
     kwargs.update({key: rl[key] for key in TRL_KEYS if key in rl})
     kwargs.update(rl.get("trl", {}))
+    if rl.get("vllm_mode") == "server" and os.environ.get(VLLM_SERVER_VARIABLE):
+        kwargs["vllm_server_base_url"] = os.environ[VLLM_SERVER_VARIABLE]  # the server the job started
     kwargs.update(variant_config_kwargs(settings["variant"]))
     kwargs.update(trainer_hardware_kwargs(rl))
     return GRPOLambdaConfig(output_dir=output_dir, max_steps=rl["max_steps"], seed=seed, **kwargs)
+
+
+def hashed_settings(settings: dict) -> dict:
+    """What the cell's fingerprint hashes as its settings: the stage's, and the source of each user reward
+    (``module:function``) it trains with, so that editing that code never resumes the old state."""
+    from grpo_lambda.grading import reward
+
+    sources = reward.source_digest(reward.reward_specs(settings["rl"]))
+    return {**settings, "user_reward_sources": sources} if sources else settings
 
 
 def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
@@ -276,31 +312,35 @@ def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) 
 
 def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) -> None:
     from grpo_lambda import progress
-    from grpo_lambda.grading import REWARDS, format_reward
+    from grpo_lambda.grading import reward
     from grpo_lambda.trainer import GRPOLambdaTrainer
 
     cell = Path(cell_dir)
     resume_dir = cell / "resume"
-    # State made with other settings, base model or data is moved aside, never resumed.
-    fingerprint.claim(cell, fingerprint.compute(settings, seed=seed, base=base, data_path=data_path))
+    # State made with other settings, base model, data or user reward code is moved aside, never resumed.
+    made_with = fingerprint.compute(hashed_settings(settings), seed=seed, base=base, data_path=data_path)
+    fingerprint.claim(cell, made_with)
     tokenizer = load_tokenizer(base, padding_side="left")
-    dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"])
+    dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"],
+                         system_prompt=settings["model"].get("system_prompt"))
     dataset, prompt_counts = drop_long_prompts(dataset, tokenizer, settings["rl"].get("max_prompt_length"))
     args = build_config(settings, output_dir=str(resume_dir), seed=seed)
+    reward_funcs, weights = reward.reward_functions(reward.reward_specs(settings["rl"]),
+                                                    max_completion_length=args.max_completion_length)
+    log_columns = reward_columns([function.__name__ for function in reward_funcs], weights)
     if "wandb" in args.report_to:  # one W&B project per study, one group per variant (unless set already)
         for name, value in environment.wandb_names(settings, cell_dir).items():
             os.environ.setdefault(name, value)
     peft_config = lora_config(settings["model"].get("lora"))
     lora_base = base if peft_config else None
     snapshots = SaveSnapshots(settings["checkpoints"], cell / "checkpoints", lora_base=lora_base)
-    callbacks = [StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / layout.TRAIN_LOG)]
+    callbacks = [StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / layout.TRAIN_LOG, log_columns)]
     logged = settings["rl"].get("log_completions")
     if logged:
         callbacks.append(WriteCompletions(cell / completions.FOLDER, every=logged["every"],
                                           prompts=logged.get("prompts", 2)))
     trainer = GRPOLambdaTrainer(
-        model=base, reward_funcs=[REWARDS[settings["rl"].get("reward", "evaluation")], format_reward], args=args,
-        train_dataset=dataset,
+        model=base, reward_funcs=reward_funcs, args=args, train_dataset=dataset,
         processing_class=tokenizer, peft_config=peft_config, callbacks=callbacks,
     )
     for callback in callbacks:
@@ -308,7 +348,7 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
             callback.trainer = trainer
     if trainer.is_world_process_zero():
         files.write_json(cell / "prompt_filter.json", prompt_counts)
-        files.write_json(cell / "provenance.json", provenance.record())
+        files.write_json(cell / "provenance.json", provenance.record(revisions=made_with.get("revisions")))
         log.info("RL prompts: %(prompts)d, %(dropped)d left out as longer than %(max_prompt_length)s tokens",
                  prompt_counts)
     log_world_size(trainer.accelerator, "train")
@@ -322,7 +362,8 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
         trainer.state = TrainerState.load_from_json(str(Path(last) / "trainer_state.json"))
         if trainer.is_world_process_zero():
             # No training, so no WriteTrainLog call, and Snakemake may have removed the old file.
-            write_train_log(str(cell / layout.TRAIN_LOG), train_log_rows(trainer.state.log_history))
+            write_train_log(str(cell / layout.TRAIN_LOG), train_log_rows(trainer.state.log_history, log_columns),
+                            log_columns)
     else:
         if last:
             log.info("resuming from %s", last)

@@ -1,10 +1,14 @@
-"""Objective variants: the keys of a pipeline variant (``{objective: grpo_lambda, lam: 0.99, ...}``), which
-GRPOLambdaConfig field each sets and for which objectives, and their translation into config arguments.
+"""Objective variants: the objectives by name (``OBJECTIVES``), the keys of a pipeline variant
+(``{objective: grpo_lambda, lam: 0.99, ...}``), which GRPOLambdaConfig field each sets and for which
+objectives, their translation into config arguments, and sweeps (a ``sweep:`` block expanded into variants).
 
 What value each key may hold (choices, ranges, types) is written once, in the config schema's
 ``$defs/variant`` (workflow/schemas/config.schema.yaml); `check_value` applies it to one value, so the
-config's validation before any job runs and the trainer's config refuse the same values. This module
-imports neither torch nor TRL (yaml and jsonschema only when a value is first checked).
+config's validation before any job runs and the trainer's config refuse the same values. The objective's
+name is checked against ``OBJECTIVES`` here, not listed in the schema: an objective is registered by its
+line in ``OBJECTIVES`` (with the keys it takes in ``OBJECTIVE_KEYS``) and its importance weights in
+``grpo_lambda.objectives.IMPORTANCE_WEIGHTS``. This module imports neither torch nor TRL (yaml and
+jsonschema only when a value is first checked).
 
 Dr. GRPO, DAPO and GSPO are objective "grpo" plus TRL keys (and dynamic_sampling), one line each:
   dr_grpo: {objective: grpo, loss_type: dr_grpo, scale_rewards: none}
@@ -16,9 +20,18 @@ Dr. GRPO, DAPO and GSPO are objective "grpo" plus TRL keys (and dynamic_sampling
 from __future__ import annotations
 
 import functools
+import itertools
 import math
+import re
 
-OBJECTIVES = ("grpo", "grpo_lambda", "ptrace", "strace")
+# Objective -> what it is (docs/objectives.md has its formula): the registry that the config's checks, the
+# trainer's config and the docs test read.
+OBJECTIVES = {
+    "grpo": "TRL's GRPO loss (also Dr. GRPO, DAPO, GSPO through TRL keys)",
+    "grpo_lambda": "GRPO-λ: an eligibility trace over the earlier tokens' log-ratios (ε-trace or ε-weight)",
+    "ptrace": "P-trace: each token's ratio a decayed geometric mean of its scope's ratios",
+    "strace": "S-trace: P-trace whose credit reaches only the high-entropy tokens",
+}
 # The objectives whose ratio is the credit-weighted geometric mean of the ratios in its scope (P-trace, S-trace).
 HISTORY_OBJECTIVES = ("ptrace", "strace")
 OAR_METHODS = ("gradient", "perturbation")
@@ -55,7 +68,18 @@ DISPLAY_KEYS = ("objective", "label")
 TRL_KEYS = ("loss_type", "scale_rewards", "importance_sampling_level", "epsilon", "epsilon_high", "delta", "beta",
             "top_entropy_quantile", "off_policy_mask_threshold", "num_iterations", "mask_truncated_completions",
             "use_bias_correction_kl")
-VARIANT_KEYS = (*DISPLAY_KEYS, *OBJECTIVE_KEYS, *TRL_KEYS)
+# rl settings a variant may set for itself, overriding rl: (and rl.trl) for its cells: the optimiser's and the
+# sampler's, which a method is tuned by and a sweep varies. Left to rl: the run's length (max_steps: the
+# evaluation checkpoints are checked against it), how the batch fills the hardware (per_device_train_batch_size,
+# gradient_accumulation_steps, bf16, vLLM), the prompt filter and the rewards (one training signal per study,
+# so that its variants compare on it).
+RL_KEYS = ("learning_rate", "lr_scheduler_type", "warmup_steps", "weight_decay", "max_grad_norm", "num_generations",
+           "temperature", "top_p", "max_completion_length")
+VARIANT_KEYS = (*DISPLAY_KEYS, *OBJECTIVE_KEYS, *TRL_KEYS, *RL_KEYS)
+# A swept key's short name in a variant's name (grpo.lr_1e-5); other keys keep their own.
+SWEEP_SHORT_NAMES = {"learning_rate": "lr"}
+# The characters of a variant's name: a cell folder's, a Snakemake wildcard's and a hub repo name's (publish).
+NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]*$")
 
 
 def variant_config_kwargs(variant: dict) -> dict:
@@ -68,16 +92,17 @@ def variant_config_kwargs(variant: dict) -> dict:
     objectives have no clamp unless asked. ``lam``/``gamma`` also set P-trace's and S-trace's decay,
     ``scope`` their history scope, ``strace_quantile`` S-trace's entropy quantile; ``dynamic_sampling`` and
     ``oar_*`` apply to every objective (``oar_quantile``, ... only with ``oar_method``). TRL keys
-    (loss_type, scale_rewards, epsilon_high, importance_sampling_level, ...) pass through; `label` (a display
-    name) configures nothing. An unknown key, a key of another objective, or a value the schema refuses
-    raises ValueError naming the key.
+    (loss_type, scale_rewards, epsilon_high, importance_sampling_level, ...) and rl settings (learning_rate,
+    num_generations, temperature, ...: ``RL_KEYS``) pass through; `label` (a display name) configures nothing.
+    An unknown objective or key, a key of another objective, or a value the schema refuses raises ValueError
+    naming the key.
     """
     if not isinstance(variant, dict):
         raise ValueError(f"variant must be a dict, got {type(variant).__name__}")
     objective = variant.get("objective")
     if objective is None:
-        raise ValueError(f"variant {variant!r}: key 'objective' is required, one of {OBJECTIVES}")
-    check_value("objective", "objective", objective)
+        raise ValueError(f"variant {variant!r}: key 'objective' is required, one of {tuple(OBJECTIVES)}")
+    check_objective("objective", objective)
 
     kwargs = {"objective": objective}
     if objective != "grpo_lambda":
@@ -89,11 +114,12 @@ def variant_config_kwargs(variant: dict) -> dict:
                 only = "objective " + " / ".join(repr(o) for o in objectives)
                 raise ValueError(f"variant key {key!r} applies to {only} only, not {objective!r}")
             kwargs[field_name] = value
-        elif key in TRL_KEYS:
+        elif key in TRL_KEYS or key in RL_KEYS:
             kwargs[key] = value
         elif key not in DISPLAY_KEYS:
             raise ValueError(f"unknown variant key {key!r}; known keys: {list(VARIANT_KEYS)}")
-        check_value(key, key, value)
+        if key != "objective":
+            check_value(key, key, value)
 
     if kwargs.get("oar_method") is None:
         stray = [key for key in OAR_PARAMETER_KEYS if key in variant]
@@ -105,9 +131,16 @@ def variant_config_kwargs(variant: dict) -> dict:
 def check_config_fields(config) -> None:
     """Raise ValueError naming the field where a GRPOLambdaConfig field that a variant key sets (objective,
     trace_lambda, ...) holds a value the schema refuses for that key."""
-    check_value("objective", "objective", config.objective)
+    check_objective("objective", config.objective)
     for key, (field_name, _) in OBJECTIVE_KEYS.items():
         check_value(field_name, key, getattr(config, field_name))
+
+
+def check_objective(name: str, value) -> None:
+    """Raise ValueError naming `name` unless `value` is a registered objective."""
+    if not isinstance(value, str) or value not in OBJECTIVES:
+        raise ValueError(f"{name}: {value!r} is not an objective; known: {', '.join(OBJECTIVES)} "
+                         "(grpo_lambda.variants.OBJECTIVES)")
 
 
 def check_value(name: str, key: str, value) -> None:
@@ -123,15 +156,14 @@ def check_value(name: str, key: str, value) -> None:
 
 
 @functools.lru_cache(maxsize=1)
-def variant_schema() -> dict:
-    """The schema's ``$defs/variant``, read here rather than through grpo_lambda.config, which imports this
-    module."""
+def _schema_defs() -> dict:
+    """The schema's ``$defs``, read here rather than through grpo_lambda.config, which imports this module."""
     from importlib import resources
 
     import yaml
 
     text = resources.files("grpo_lambda").joinpath("schemas/config.schema.yaml").read_text()
-    return yaml.safe_load(text)["$defs"]["variant"]
+    return yaml.safe_load(text)["$defs"]
 
 
 @functools.lru_cache(maxsize=None)
@@ -142,7 +174,91 @@ def _value_validator(key: str):
     base = jsonschema.Draft202012Validator
     strict = jsonschema.validators.extend(base, type_checker=base.TYPE_CHECKER.redefine(
         "integer", lambda _, value: isinstance(value, int) and not isinstance(value, bool)))
-    return strict(variant_schema()["properties"][key])
+    # The key's schema within the whole $defs, so that a $ref to the rl settings' (#/$defs/rl/...) resolves.
+    return strict({"$defs": _schema_defs(), "$ref": f"#/$defs/variant/properties/{key}"})
+
+
+# ---- sweeps: a `sweep:` block expanded into variants ---------------------------------------------------
+
+def sweep_value_text(value) -> str:
+    """A swept value as a variant's name shows it: numbers at their shortest exact form with a plain exponent
+    (1e-5, 3e-6, 0.04, 8), true/false, none, text as written."""
+    if isinstance(value, bool):
+        return str(value).lower()
+    if value is None:
+        return "none"
+    if isinstance(value, float):
+        text = repr(value)
+        mantissa, _, exponent = text.partition("e")
+        return mantissa.removesuffix(".0") + (f"e{int(exponent)}" if exponent else "")
+    return str(value)
+
+
+def sweep_pairs(values: dict) -> list[tuple[str, str]]:
+    """(short key, value text) of a sweep point's values (keys shortened by SWEEP_SHORT_NAMES)."""
+    return [(SWEEP_SHORT_NAMES.get(key, key), sweep_value_text(value)) for key, value in values.items()]
+
+
+def sweep_name(base: str, values: dict) -> str:
+    """The variant of ``base`` with ``values``: ``base.key_value.key_value`` (``grpo.lr_1e-5.beta_0.04``), in the
+    characters a variant name, a cell folder and a hub repo name share."""
+    return ".".join([base, *(f"{key}_{text}" for key, text in sweep_pairs(values))])
+
+
+def sweep_points(grid: dict) -> list[dict]:
+    """Every combination of a sweep entry's values (``{key: [values]}``), the first key varying slowest."""
+    keys = list(grid)
+    return [dict(zip(keys, combination)) for combination in itertools.product(*(grid[key] for key in keys))]
+
+
+def expand_sweep(variants: dict, sweep: dict) -> dict:
+    """``variants`` with each variant named in ``sweep`` replaced, in place of it, by one variant per point of its
+    grid (`sweep_points`), named by `sweep_name`. A variant already expanded (its base gone, its points present:
+    a validated config validated again) is left as it is. ValueError names what is wrong."""
+    expanded = {}
+    for base, grid in sweep.items():
+        names = [sweep_name(base, point) for point in sweep_points(grid)]
+        if base not in variants:
+            if names and all(name in variants for name in names):
+                continue
+            raise ValueError(f"sweep.{base}: there is no variant {base!r} to sweep (variants: {', '.join(variants)})")
+        for key, values in grid.items():
+            if key in DISPLAY_KEYS:
+                raise ValueError(f"sweep.{base}.{key}: {key!r} names the variant; sweep a setting instead")
+            if key not in VARIANT_KEYS:
+                raise ValueError(f"sweep.{base}.{key}: unknown variant key; known keys: {list(VARIANT_KEYS)}")
+            for index, value in enumerate(values):
+                check_value(f"sweep.{base}.{key}[{index}]", key, value)
+        odd = [name for name in names if not NAME.match(name) or ".." in name]
+        if odd:
+            raise ValueError(f"sweep.{base}: the point {odd[0]!r} is not a name a cell folder and a hub repo can take")
+        if len(set(names)) != len(names):
+            repeated = sorted({name for name in names if names.count(name) > 1})
+            raise ValueError(f"sweep.{base}: two points share the name {repeated[0]!r}; a value is given twice")
+        clash = [name for name in names if name in variants]
+        if clash:
+            raise ValueError(f"sweep.{base}: the swept variant {clash[0]!r} is also defined under variants")
+        label = variants[base].get("label")
+        expanded[base] = {}
+        for name, point in zip(names, sweep_points(grid)):
+            expanded[base][name] = {**variants[base], **point}
+            if label:  # the base's display name, with the point's values
+                expanded[base][name]["label"] = label + " " + ", ".join(f"{k}={v}" for k, v in sweep_pairs(point))
+    result = {}
+    for name, variant in variants.items():
+        result.update(expanded.get(name, {name: variant}))
+    return result
+
+
+def swept_variants(config: dict) -> dict[str, tuple[str, dict]]:
+    """Each variant a sweep made -> (the variant it was made from, its swept values): how tables group them."""
+    found = {}
+    for base, grid in (config.get("sweep") or {}).items():
+        for point in sweep_points(grid):
+            name = sweep_name(base, point)
+            if name in config["variants"]:
+                found[name] = (base, point)
+    return found
 
 
 def check_trace_length(length) -> None:

@@ -9,12 +9,15 @@ from grpo_lambda import launch, layout, prefetch
 from grpo_lambda import config as study
 from grpo_lambda.tables import names
 
-# Snakemake's YAML reader keeps the last of two equal keys: the config files are read again, strictly.
-for config_file in workflow.overwrite_configfiles or workflow.configfiles:
-    study.read_yaml(config_file)
-# Validated (and completed with the schema's defaults) before any job is planned: a bad key or value
-# stops here with a message that names it.
-config.update(study.validate(config, source="config"))
+# The study as the CLI reads it (grpo_lambda.config.load): the config files read again by the project's
+# YAML reader (Snakemake's keeps the last of two equal keys, and reads 3e-5 as text), merged by
+# Snakemake's own rule, then --config with each value given its schema type (Snakemake passes
+# `rl={max_steps: 5}` as the text '5'). Validated (and completed with the schema's defaults) before any
+# job is planned: a bad key or value stops here with a message that names it.
+_study = study.load(workflow.overwrite_configfiles or workflow.configfiles,
+                    overrides=[workflow.config_settings.config] if workflow.config_settings.config else [])
+config.clear()
+config.update(_study)
 
 
 def unset_profile_variables():
@@ -115,12 +118,14 @@ def launcher(w, resources):
         per_node = int(resources.get("processes", 0) or gpus // nodes or 1)
         return launch.launcher_words(nodes=nodes, processes_per_node=per_node, accelerate_config=accelerate_config,
                                      cpu=gpus == 0)
-    processes = int(resources.get("processes", 0) or gpus)
+    # A train job with rl.vllm_mode server first starts TRL's vLLM server on its last GPUs (grpo_lambda.launch).
+    server = launch.server_words(config, w.model) if "variant" in w.keys() else []
+    processes = int(resources.get("processes", 0) or gpus - launch.server_gpus(server))
     if processes <= 1:
-        return ["grpo-lambda"]
+        return [*server, "grpo-lambda"]
     # With no GPU, torch.distributed runs on gloo and bf16 is off.
     on_cpu = ["--mixed_precision", "no"] if gpus == 0 else []
-    return ["accelerate", "launch", "--config_file", accelerate_config,
+    return [*server, "accelerate", "launch", "--config_file", accelerate_config,
             "--num_processes", str(processes), "--main_process_port", "0", *on_cpu, "-m", "grpo_lambda.cli"]
 
 
@@ -135,17 +140,19 @@ def base_model_input(w):
     if source == "tiny":
         return f"{RESULTS}/models/{w.model}"
     if prefetch.is_hub_model(source):
-        return f"{RESULTS}/hub/prefetched.json"
+        return f"{RESULTS}/{prefetch.RECORD}"
     return []
 
 
 def hub_dataset_input(w):
-    """The prefetch record, when this dataset or benchmark is read from the hub."""
-    group, key = ("datasets", w.dataset) if "dataset" in w.keys() else ("benchmarks", w.benchmark)
-    spec = config[group][key]
-    if spec["source"] == "registry" and not spec.get("path"):
-        return f"{RESULTS}/hub/prefetched.json"
-    return []
+    """The prefetch record, when this dataset, benchmark or SFT set is read from the hub."""
+    if "dataset" in w.keys():
+        source = study.stage_settings(config, "prepare", dataset=w.dataset)
+    elif "benchmark" in w.keys():
+        source = study.stage_settings(config, "prepare", benchmark=w.benchmark)
+    else:
+        source = study.stage_settings(config, "prepare_sft_set")
+    return f"{RESULTS}/{prefetch.RECORD}" if source["source"] == "hub" else []
 
 
 def base_model(w):

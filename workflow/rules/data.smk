@@ -53,7 +53,7 @@ rule prepare_benchmark:
 # The chat SFT set of sft.data open_r1 (rows id, messages), from the hub or its local copy.
 rule prepare_sft_set:
     input:
-        hub=lambda w: [] if study.sft_set(config).get("path") else f"{RESULTS}/hub/prefetched.json",
+        hub=hub_dataset_input,
     output:
         f"{RESULTS}/data/sft/{{sft_set}}.jsonl",
     params:

@@ -1,7 +1,8 @@
 """Prompt templates, chosen per model in the config, and the one tokenisation every path shares.
 
-The templates are those of the evaluation code the paper used (sail-sg/understand-r1-zero,
-``evaluate_model.py``), for training and evaluation alike:
+A model's ``prompt`` is one of four named templates or a template string of the config's own, and its
+optional ``system_prompt`` fills the system turn. The named templates are those of the evaluation code the
+paper used (sail-sg/understand-r1-zero, ``evaluate_model.py``), for training and evaluation alike:
 
 - ``qwen_math`` (Qwen2.5-Math): a fixed ChatML string with the system prompt "Please reason step by
   step, and put your final answer within \\boxed{}.", whatever the tokenizer's own template says;
@@ -9,10 +10,12 @@ The templates are those of the evaluation code the paper used (sail-sg/understan
   no system prompt, the assistant turn opened;
 - ``r1`` (R1-Zero style base models): a fixed plain-text string; that code grades it by ``<answer>``
   tags, while this project grades the last ``\\boxed{}``;
-- ``plain``: the bare problem as one user turn of the tokenizer's template (the tiny model);
-- ``open_r1``: not the evaluation code's: open-r1's GRPO system prompt (its recipes' ``system_prompt``,
-  asking for ``<think>`` ... ``</think>`` ``<answer>`` ... ``</answer>``) and the problem as the user turn, under
-  the tokenizer's chat template, for a study whose SFT teaches that format (``sft.format: think_answer``).
+- ``plain``: the bare problem as one user turn of the tokenizer's template (the tiny model).
+
+A template string holds ``{problem}`` and, where the model has a system prompt, ``{system_prompt}``; the two
+placeholders are filled once, and every other brace stays as written (``\\boxed{}``). A system prompt with
+``plain`` or ``r1d`` is a system turn before the user's in the tokenizer's chat template (refused when that
+template drops it); with ``qwen_math`` it replaces the fixed one; ``r1`` has none (write a template string).
 
 One tokenisation: a prompt is rendered to text once (``prompt_text``) and turned into token ids
 only by ``prompt_token_ids``, which is the call TRL's trainers make on a text prompt
@@ -23,6 +26,8 @@ exactly once.
 """
 
 from __future__ import annotations
+
+import re
 
 QWEN_MATH_SYSTEM = "Please reason step by step, and put your final answer within \\boxed{}."
 QWEN_MATH_TEMPLATE = ("<|im_start|>system\n" + QWEN_MATH_SYSTEM + "<|im_end|>\n<|im_start|>user\n{problem}"
@@ -35,30 +40,62 @@ R1_TEMPLATE = (
     "<answer> answer here </answer>.\nUser: {problem}\nAssistant: <think>"
 )
 
-# open-r1's recipes (recipes/*/grpo/config_demo.yaml, system_prompt), word for word: the string is a fact.
-OPEN_R1_SYSTEM = (
-    "You are a helpful AI Assistant that provides well-reasoned and detailed responses. You first think about "
-    "the reasoning process as an internal monologue and then provide the user with the answer. Respond in the "
-    "following format: <think>\n...\n</think>\n<answer>\n...\n</answer>"
-)
-
-TEMPLATES = ("plain", "qwen_math", "r1d", "r1", "open_r1")
+TEMPLATES = ("plain", "qwen_math", "r1d", "r1")
+# The named templates a system prompt can go into (the others are fixed texts without a system turn).
+TAKES_SYSTEM_PROMPT = ("plain", "qwen_math", "r1d")
+_PLACEHOLDER = re.compile(r"\{(problem|system_prompt)\}")
 
 
-def render(tokenizer, template: str, problem: str) -> str:
-    """The template applied to ``problem``, before any BOS handling."""
+def template_problem(template: str, system_prompt: str | None = None) -> str | None:
+    """Why ``template`` (a model's ``prompt``) cannot render with ``system_prompt``, or None."""
+    if template in TEMPLATES:
+        if system_prompt is not None and template not in TAKES_SYSTEM_PROMPT:
+            return (f"the named template {template!r} has no system turn for a system_prompt; write a template "
+                    "string holding {system_prompt} instead")
+        return None
+    if "{problem}" not in template:
+        return (f"{template!r} is neither a named template ({', '.join(TEMPLATES)}) nor a template string "
+                "holding {problem}")
+    if system_prompt is not None and "{system_prompt}" not in template:
+        return "the template string has no {system_prompt} for the model's system_prompt"
+    if system_prompt is None and "{system_prompt}" in template:
+        return "the template string holds {system_prompt}, and the model has no system_prompt"
+    return None
+
+
+def fill(template: str, problem: str, system_prompt: str | None = None) -> str:
+    """A template string with its placeholders filled in one pass (a problem that itself holds
+    ``{system_prompt}`` stays as written)."""
+    values = {"problem": problem, "system_prompt": system_prompt or ""}
+    return _PLACEHOLDER.sub(lambda match: values[match.group(1)], template)
+
+
+def render(tokenizer, template: str, problem: str, system_prompt: str | None = None) -> str:
+    """The template (a named one or a template string) applied to ``problem``, before any BOS handling."""
+    problem_found = template_problem(template, system_prompt)
+    if problem_found:
+        raise ValueError(f"prompt template: {problem_found}")
     if template == "qwen_math":
-        return QWEN_MATH_TEMPLATE.replace("{problem}", problem)
+        return fill(QWEN_MATH_TEMPLATE.replace(QWEN_MATH_SYSTEM, "{system_prompt}"), problem,
+                    QWEN_MATH_SYSTEM if system_prompt is None else system_prompt)
     if template == "r1":
-        return R1_TEMPLATE.replace("{problem}", problem)
-    if template not in ("plain", "r1d", "open_r1"):
-        raise ValueError(f"prompt template {template!r} is unknown; choose from {TEMPLATES}")
-    system = [{"role": "system", "content": OPEN_R1_SYSTEM}] if template == "open_r1" else []
+        return fill(R1_TEMPLATE, problem)
+    if template not in TEMPLATES:
+        return fill(template, problem, system_prompt)
     if getattr(tokenizer, "chat_template", None):
-        return tokenizer.apply_chat_template([*system, {"role": "user", "content": problem}], tokenize=False,
-                                             add_generation_prompt=True)
-    if template != "plain":
-        raise ValueError(f"prompt template {template!r} needs the tokenizer's chat template, and this tokenizer has none")
+        turns = [{"role": "user", "content": problem}]
+        if system_prompt is not None:
+            turns.insert(0, {"role": "system", "content": system_prompt})
+        text = tokenizer.apply_chat_template(turns, tokenize=False, add_generation_prompt=True)
+        if system_prompt is not None and system_prompt not in text:
+            raise ValueError(f"the tokenizer's chat template drops the system turn, so system_prompt would be lost "
+                             f"(prompt {template!r}); write a template string holding {{system_prompt}} instead")
+        return text
+    if template == "r1d":
+        raise ValueError("prompt template 'r1d' needs the tokenizer's chat template, and this tokenizer has none")
+    if system_prompt is not None:
+        raise ValueError("prompt template 'plain' puts system_prompt in the tokenizer's chat template, and this "
+                         "tokenizer has none; write a template string holding {system_prompt} instead")
     return problem + "\n\n"  # a base model without a chat template: the bare problem
 
 
@@ -68,9 +105,9 @@ def adds_bos(tokenizer) -> bool:
     return bos is not None and tokenizer("a")["input_ids"][:1] == [bos]
 
 
-def prompt_text(tokenizer, template: str, problem: str) -> str:
+def prompt_text(tokenizer, template: str, problem: str, *, system_prompt: str | None = None) -> str:
     """The prompt as text, ready for generation; it tokenises (``prompt_token_ids``) with one BOS."""
-    text = render(tokenizer, template, problem)
+    text = render(tokenizer, template, problem, system_prompt)
     bos_text = tokenizer.bos_token
     if bos_text and text.startswith(bos_text) and adds_bos(tokenizer):
         text = text[len(bos_text):]

@@ -1,20 +1,33 @@
-"""The real training sets and benchmarks: where each lives and how its rows become normalised rows.
+"""Where a training set or benchmark lives and how its rows become normalised rows.
 
-A normalised row is ``{"id": str, "problem": str, "answer": str | list[str]}``; a list answer holds
-the accepted forms of one answer (Minerva, OlympiadBench), any of which the grader accepts. A source
-may be the Hugging Face hub (``datasets.load_dataset``) or a local copy: a JSONL/JSON file, a parquet
-file or a ``save_to_disk`` folder, holding either normalised rows or the hub's raw fields.
+A normalised row is ``{"id": str, "problem": str, "answer": str | list[str]}`` (plus ``solution``
+where the source has one); a list answer holds the accepted forms of one answer (Minerva,
+OlympiadBench), any of which the grader accepts.
+
+A study describes each dataset in its config (config/README.md, "Datasets and benchmarks"):
+
+- ``source: file``: a local JSONL, JSON, CSV or Parquet file, or a ``save_to_disk`` folder;
+- ``source: hub``: any hub dataset id (``datasets.load_dataset``: ``hub_id``, ``config``, ``split``,
+  ``revision``);
+- ``source: registry``: an entry of ``registry.yaml``, which holds exactly what a study would write
+  itself for the paper's datasets; keys given beside it win;
+
+with a field mapping (``fields``: the source's column for ``problem``, ``answer`` and, optionally,
+``solution`` and ``id``) and an answer normaliser (``answer_kind``, one of ``ANSWER_KINDS``).
+``resolve`` turns any of them into that one full description; the stages read rows by it.
 """
 
 from __future__ import annotations
 
+import csv
+import functools
 import itertools
 import json
 import logging
 import numbers
 import os
 import re
-from dataclasses import dataclass
+from importlib import resources
 from pathlib import Path
 from typing import Iterable, Iterator
 
@@ -22,84 +35,80 @@ from grpo_lambda import files
 
 log = logging.getLogger(__name__)
 
+# The answer normalisers: 'text' (a string kept as it is), 'gsm8k' (the number after '####', thousands
+# commas dropped), 'number' (a number such as 27.0, or its text, written '27') and 'list' (accepted forms,
+# each stripped of an enclosing '$...$').
 ANSWER_KINDS = ("text", "gsm8k", "number", "list")
+# What a row is made of; problem and answer are required, solution and id read where the source has them.
+FIELDS = ("problem", "answer", "solution", "id")
+FILE_SUFFIXES = (".jsonl", ".json", ".csv", ".parquet")  # or a save_to_disk folder
+# The config group of each role a dataset plays (prepare's settings name the role).
+ROLE_GROUPS = {"train": "datasets", "benchmark": "benchmarks", "sft": "sft_sets"}
 _THOUSANDS = re.compile(r"-?[0-9]{1,3}(,[0-9]{3})+(\.[0-9]+)?")
-ROLES = ("train", "benchmark")
+# Rows read to learn a JSONL file's fields at validation, and the largest JSON file read whole for it.
+PEEK_ROWS = 100
+PEEK_JSON_BYTES = 64 << 20
+# The prefetch stage's record under a study's results folder: the columns and commit of each hub dataset.
+PREFETCH_RECORD = "hub/prefetched.json"
 
 
-@dataclass(frozen=True)
-class DatasetSpec:
-    """Where a dataset lives and how to read its rows.
-
-    ``answer_kind`` names the answer normalisation: ``text`` (a string kept as is), ``gsm8k`` (the
-    number after ``####``, thousands commas dropped), ``number`` (a float such as 27.0, written ``27``) or ``list`` (accepted
-    forms, each stripped of an enclosing ``$...$``). A ``problem_field`` of ``messages`` reads the
-    first user message of a chat.
-    """
-
-    name: str
-    hub_id: str
-    config: str | None
-    split: str
-    problem_field: str
-    answer_field: str
-    answer_kind: str
-    role: str
-    id_field: str | None = None
-
-    def __post_init__(self):
-        if self.answer_kind not in ANSWER_KINDS:
-            raise ValueError(f"{self.name}: answer_kind must be one of {ANSWER_KINDS}, got {self.answer_kind!r}")
-        if self.role not in ROLES:
-            raise ValueError(f"{self.name}: role must be one of {ROLES}, got {self.role!r}")
+# --------------------------------------------------------------------------------------------------
+# The registry and the full description of a source
+# --------------------------------------------------------------------------------------------------
 
 
-DATASETS: dict[str, DatasetSpec] = {spec.name: spec for spec in (
-    # Training sets
-    DatasetSpec("gsm8k", "openai/gsm8k", "main", "train", "question", "answer", "gsm8k", "train"),
-    DatasetSpec("math12k", "hiyouga/math12k", None, "train", "problem", "answer", "text", "train"),
-    DatasetSpec("mathrl16k", "riddickz/math-rl-16k", None, "train", "problem", "solution", "text", "train"),
-    # Open-Reasoner-Zero's 57k collection as re-uploaded in chat form (messages + ground_truth); its
-    # original JSON file (pairs of human/assistant turns) is read too, see ``_orz_pair_to_row``.
-    DatasetSpec("orz57k", "hamishivi/rlvr_orz_math_57k_collected", None, "train", "messages", "ground_truth",
-                "text", "train"),
-    # Benchmarks (the five of the Dr. GRPO evaluation suite)
-    DatasetSpec("aime24", "HuggingFaceH4/aime_2024", None, "train", "problem", "answer", "text", "benchmark",
-                id_field="id"),
-    DatasetSpec("amc", "AI-MO/aimo-validation-amc", None, "train", "problem", "answer", "number", "benchmark",
-                id_field="id"),
-    DatasetSpec("math500", "HuggingFaceH4/MATH-500", None, "test", "problem", "answer", "text", "benchmark",
-                id_field="unique_id"),
-    DatasetSpec("minerva", "math-ai/minervamath", None, "test", "question", "answer", "list", "benchmark"),
-    DatasetSpec("olympiadbench", "math-ai/olympiadbench", None, "test", "question", "final_answer", "list",
-                "benchmark", id_field="id"),
-)}
+@functools.lru_cache(maxsize=1)
+def entries() -> dict:
+    """The registry: ``{"datasets": {name: entry}, "benchmarks": ..., "sft_sets": ...}`` (registry.yaml)."""
+    import yaml
+
+    return yaml.safe_load(resources.files("grpo_lambda.data").joinpath("registry.yaml").read_text(encoding="utf-8"))
 
 
-@dataclass(frozen=True)
-class SftSetSpec:
-    """A hub SFT set of chat conversations (``sft.data: open_r1``): rows of ``messages`` [{role, content}],
-    or ShareGPT's ``system`` + ``conversations`` [{from, value}], which the same rows carry too."""
-
-    name: str
-    hub_id: str
-    config: str | None
-    split: str
+def registry_names(group: str) -> list[str]:
+    """The names ``source: registry`` may use in a group (a benchmark may serve as a training set and back)."""
+    found = entries()
+    if group == "sft_sets":
+        return sorted(found["sft_sets"])
+    return sorted({*found["datasets"], *found["benchmarks"]})
 
 
-SFT_SETS: dict[str, SftSetSpec] = {spec.name: spec for spec in (
-    # open-r1's SFT recipe (the SFT block of the paper's Table 2): R1's reasoning traces on math, code and
-    # puzzle problems, re-uploaded by HuggingFaceH4 with a TRL-ready `messages` column.
-    SftSetSpec("bespoke-stratos-17k", "HuggingFaceH4/Bespoke-Stratos-17k", None, "train"),
-)}
+def registry_entry(name: str, group: str) -> dict:
+    """The registry's entry ``name`` for ``group``; ValueError naming the known ones otherwise."""
+    found = entries()
+    for where in ([group] if group == "sft_sets" else [group, *(g for g in ("datasets", "benchmarks") if g != group)]):
+        if name in found[where]:
+            return found[where][name]
+    what = "an SFT set of the dataset registry" if group == "sft_sets" else "in the dataset registry"
+    raise ValueError(f"{name!r} is not {what} (grpo_lambda/data/registry.yaml; known: "
+                     f"{', '.join(registry_names(group))})")
 
 
-def get_spec(name: str) -> DatasetSpec:
-    """The registry entry called ``name``; ValueError naming the known ones otherwise."""
-    try:
-        return DATASETS[name]
-    except KeyError:
-        raise ValueError(f"unknown dataset {name!r}; known: {', '.join(sorted(DATASETS))}") from None
+def resolve(spec: dict, key: str, group: str = "datasets") -> dict:
+    """The full description of one dataset of a config (``datasets.<key>``, ``benchmarks.<key>`` or the
+    SFT set): ``source`` file or hub, where it is, ``fields`` (problem and answer at least), ``answer_kind``,
+    ``split`` and ``name`` (the row ids' prefix). A registry entry becomes its entry with the config's keys
+    over it, marked ``registry: <name>``. A synthetic source is returned as it is."""
+    if spec["source"] == "synthetic":
+        return dict(spec)
+    if spec["source"] == "registry":
+        name = spec.get("name", key)
+        entry = registry_entry(name, group)
+        own = {k: v for k, v in spec.items() if k not in ("source", "name")}
+        spec = {**entry, **own, "source": "file" if own.get("path") else "hub", "registry": name}
+        if group != "sft_sets":
+            spec["fields"] = {**entry.get("fields", {}), **own.get("fields", {})}
+        key = name
+    resolved = {"split": "train", "config": None, **spec, "name": spec.get("name", key)}
+    if group != "sft_sets":
+        resolved["answer_kind"] = spec.get("answer_kind", "text")
+        resolved["fields"] = {"problem": "problem", "answer": "answer", **spec.get("fields", {})}
+    return resolved
+
+
+def _registry_spec(name: str, path, group: str) -> dict:
+    return resolve({"source": "registry", "name": name, **({"path": str(path)} if path is not None else {})},
+                   name, group)
 
 
 # --------------------------------------------------------------------------------------------------
@@ -116,6 +125,16 @@ def _number_text(value: numbers.Real) -> str | None:
     return str(value)
 
 
+def _numeric_text(text: str) -> str:
+    """A number written as text (a CSV cell, '27.0') as 'number' writes it; other text unchanged."""
+    for parse in (int, float):
+        try:
+            return _number_text(parse(text)) or text
+        except ValueError:
+            continue
+    return text
+
+
 def _answer_text(value, kind: str) -> str | None:
     """One answer as a non-empty string, or None when it is unusable."""
     if isinstance(value, bool) or value is None:
@@ -130,6 +149,8 @@ def _answer_text(value, kind: str) -> str | None:
             text = text.rsplit("####", 1)[1].strip()
         if _THOUSANDS.fullmatch(text):
             text = text.replace(",", "")
+    if kind == "number" and text:
+        text = _numeric_text(text)
     if kind == "list" and text.count("$") == 2 and text[0] == "$" and text[-1] == "$":
         text = text[1:-1].strip()
     return text or None
@@ -181,29 +202,39 @@ def _orz_pair_to_row(pair: list) -> dict:
     return row
 
 
-def _normalize_row(raw, spec: DatasetSpec, index: int) -> dict | None:
-    """A source row as ``{"id", "problem", "answer"}``; None when it has no problem or no usable answer.
+# How a normalised row (prepare's output) is read: a local copy of a registry dataset may be one.
+_NORMALISED = {"problem": "problem", "answer": "answer", "id": "id"}
 
-    A row already in normalised form (``problem`` and ``answer`` fields) is read as such; otherwise
-    the spec's raw field names are used.
+
+def _normalize_row(raw, spec: dict, index: int) -> dict | None:
+    """A source row as ``{"id", "problem", "answer"[, "solution"]}``; None when it has no problem or no
+    usable answer. The columns are the spec's ``fields``; a problem that is a chat (a list of messages)
+    is its first user message. ``id`` and, outside the registry, ``solution`` are read by their own
+    name unless mapped; a row without an id is numbered. A local copy of a registry dataset may hold
+    normalised rows (``problem`` and ``answer``): those are read as such.
     """
     if isinstance(raw, list):
         raw = _orz_pair_to_row(raw)
     if not isinstance(raw, dict):
         return None
-    normalised = "problem" in raw and "answer" in raw
-    problem = raw.get("problem") if normalised else raw.get(spec.problem_field)
-    if spec.problem_field == "messages" and not normalised:
+    registry = spec.get("registry")
+    fields = _NORMALISED if registry and "problem" in raw and "answer" in raw else spec["fields"]
+    problem = raw.get(fields["problem"])
+    if isinstance(problem, list):
         problem = _first_user_message(problem)
-    answer = raw.get("answer") if normalised else raw.get(spec.answer_field)
-    answer = normalize_answer(answer, spec.answer_kind)
+    answer = normalize_answer(raw.get(fields["answer"]), spec["answer_kind"])
     if not isinstance(problem, str) or not problem.strip() or answer is None:
         return None
-    row_id = raw.get("id")
-    if row_id is None and spec.id_field is not None:
-        row_id = raw.get(spec.id_field)
-    return {"id": str(row_id) if row_id is not None else f"{spec.name}-{index}",
-            "problem": problem.strip(), "answer": answer}
+    row_id = raw.get(fields.get("id", "id"))
+    if row_id is None and fields is _NORMALISED:  # a raw row that has problem and answer columns (MATH-500)
+        row_id = raw.get(spec["fields"].get("id", "id"))
+    row = {"id": str(row_id) if row_id is not None else f"{spec['name']}-{index}",
+           "problem": problem.strip(), "answer": answer}
+    solution_field = fields.get("solution", None if registry else "solution")
+    solution = raw.get(solution_field) if solution_field else None
+    if isinstance(solution, str) and solution.strip():
+        row["solution"] = solution
+    return row
 
 
 # --------------------------------------------------------------------------------------------------
@@ -211,14 +242,7 @@ def _normalize_row(raw, spec: DatasetSpec, index: int) -> dict | None:
 # --------------------------------------------------------------------------------------------------
 
 
-def _read_json_records(path: Path, summary: files.ReadSummary) -> Iterator[tuple[str, object]]:
-    # Read with the json module rather than datasets: an answer column may mix strings, numbers and
-    # lists, which an Arrow table cannot hold, and ORZ's file is a list of lists.
-    if path.suffix == ".jsonl":
-        # A JSONL line may hold an ORZ pair (a list) too: no field check here, _normalize_row does it.
-        for line_no, record in files.iter_jsonl(path, summary, objects_only=False):
-            yield f"{path}:{line_no}", record
-        return
+def _json_document(path: Path) -> list:
     try:
         data = json.loads(path.read_bytes().decode("utf-8"))
     except UnicodeDecodeError as error:
@@ -232,8 +256,40 @@ def _read_json_records(path: Path, summary: files.ReadSummary) -> Iterator[tuple
         data = lists[0]
     if not isinstance(data, list):
         raise ValueError(f"{path}: expected a JSON list of records")
-    for index, record in enumerate(data):
+    return data
+
+
+def _read_json_records(path: Path, summary: files.ReadSummary) -> Iterator[tuple[str, object]]:
+    # Read with the json module rather than datasets: an answer column may mix strings, numbers and
+    # lists, which an Arrow table cannot hold, and ORZ's file is a list of lists.
+    if path.suffix == ".jsonl":
+        # A JSONL line may hold an ORZ pair (a list) too: no field check here, _normalize_row does it.
+        for line_no, record in files.iter_jsonl(path, summary, objects_only=False):
+            yield f"{path}:{line_no}", record
+        return
+    for index, record in enumerate(_json_document(path)):
         yield f"{path}[{index}]", record
+
+
+def _read_csv_records(path: Path, summary: files.ReadSummary) -> Iterator[tuple[str, dict]]:
+    # The csv module rather than pandas or datasets: every cell stays the text it is (no type guessing
+    # that would turn an answer "007" into 7), and a bad row is skipped, not the end of the file.
+    with open(path, newline="", encoding="utf-8", errors="surrogateescape") as handle:
+        reader = csv.DictReader(handle)
+        for record in reader:
+            where = f"{path}:{reader.line_num}"
+            if None in record:
+                summary.skip(where, "wrong field count", f"{len(reader.fieldnames) + len(record[None])} fields, "
+                                                         f"the header has {len(reader.fieldnames)}")
+            elif any(isinstance(value, str) and not value.isascii() and _has_surrogate(value)
+                     for value in record.values()):
+                summary.skip(where, "not UTF-8", "a byte that is not UTF-8")
+            else:
+                yield where, record
+
+
+def _has_surrogate(text: str) -> bool:
+    return any("\udc80" <= char <= "\udcff" for char in text)
 
 
 def _read_disk_dataset(path: Path, split: str) -> Iterable:
@@ -249,49 +305,77 @@ def _read_disk_dataset(path: Path, split: str) -> Iterable:
     return loaded
 
 
-def _numbered(records: Iterable, where: str) -> Iterator[tuple[str, object]]:
-    return ((f"{where}[{index}]", record) for index, record in enumerate(records))
+def _table_records(spec: dict, table, where: str) -> Iterator[tuple[str, object]]:
+    """The records of a ``datasets.Dataset``, once its columns hold every mapped field."""
+    refuse_unmapped(spec, set(table.column_names))
+    return ((f"{where}[{index}]", record) for index, record in enumerate(table))
 
 
-def _source_records(spec: DatasetSpec, path: str | os.PathLike | None,
-                    summary: files.ReadSummary) -> Iterable[tuple[str, object]]:
+_COMMIT = re.compile(r"[0-9a-f]{40}")
+
+
+def load_hub_split(spec: dict):
+    """A hub dataset's split, by ``datasets.load_dataset`` (also what ``prefetch`` calls, online).
+
+    Offline, ``datasets`` reads the newest copy in its cache whatever the revision asked, and its cache
+    folder is named by the commit it holds: a ``revision`` that is a commit must be that one, or this
+    refuses (two revisions of one dataset in one ``$HF_HOME``), rather than read other bytes silently.
+    """
+    import datasets
+
+    revision = spec.get("revision")
+    table = datasets.load_dataset(spec["hub_id"], spec.get("config"), split=spec["split"], revision=revision)
+    held = {part for cache in getattr(table, "cache_files", None) or [] for part in Path(cache["filename"]).parts
+            if _COMMIT.fullmatch(part)}
+    if revision and _COMMIT.fullmatch(revision) and held and revision not in held:
+        raise ValueError(f"{spec['hub_id']}: the datasets cache holds commit {', '.join(sorted(held))}, not {revision}; "
+                         "fetch it again (snakemake results/hub/prefetched.json --forcerun prefetch), one revision "
+                         "of a dataset per HF_HOME")
+    return table
+
+
+def _source_records(spec: dict, summary: files.ReadSummary) -> Iterable[tuple[str, object]]:
     """``(where, record)`` for each source record; ``where`` is ``path:line`` or ``source[row]``."""
-    if path is None:
-        import datasets
-
-        return _numbered(datasets.load_dataset(spec.hub_id, spec.config, split=spec.split), spec.hub_id)
-    path = Path(path)
+    if spec["source"] == "hub":
+        return _table_records(spec, load_hub_split(spec), spec["hub_id"])
+    path = Path(spec["path"]).expanduser()
     if path.is_dir():
-        return _numbered(_read_disk_dataset(path, spec.split), str(path))
+        return _table_records(spec, _read_disk_dataset(path, spec["split"]), str(path))
     if not path.exists():
         raise FileNotFoundError(f"path {str(path)!r} does not exist")
-    if path.suffix in (".jsonl", ".json"):
-        return _read_json_records(path, summary)
+    if path.suffix in (".jsonl", ".json", ".csv"):
+        refuse_unmapped(spec, source_columns(spec))  # a mapping error, not thousands of bad rows
+        return (_read_csv_records if path.suffix == ".csv" else _read_json_records)(path, summary)
     if path.suffix == ".parquet":
         import datasets
 
-        return _numbered(datasets.Dataset.from_parquet(str(path)), str(path))
-    raise ValueError(f"path {str(path)!r}: expected a .jsonl, .json or .parquet file or a save_to_disk folder")
+        return _table_records(spec, datasets.Dataset.from_parquet(str(path)), str(path))
+    raise ValueError(f"path {str(path)!r}: expected a {', '.join(FILE_SUFFIXES)} file or a save_to_disk folder")
 
 
-def load_rows(name: str, path: str | os.PathLike | None = None, *, limit: int | None = None,
+def where_from(spec: dict) -> str:
+    """The source as a log names it: its path, or its hub id and split."""
+    return str(spec["path"]) if spec["source"] == "file" else f"{spec['hub_id']} ({spec['split']})"
+
+
+def load_rows(source: str | dict, path: str | os.PathLike | None = None, *, limit: int | None = None,
               summary: files.ReadSummary | None = None) -> tuple[list[dict], int]:
-    """The normalised rows of dataset ``name`` and the number of source rows dropped as unusable.
+    """The normalised rows of a dataset and the number of source rows dropped as unusable.
 
-    ``path`` is a local copy (.jsonl, .json, .parquet or a ``save_to_disk`` folder); None loads the
-    hub dataset. ``limit`` keeps the first ``limit`` usable rows. A line that is not UTF-8 or not
-    JSON, or a row with no problem or no usable answer, is skipped, counted and named in the log
-    (``path:line``); a repeated id is dropped when its answer agrees and an error naming both lines
-    when it does not. ``summary`` (a ``files.ReadSummary``) receives the counts.
+    ``source`` is a resolved spec (``resolve``) or a registry name, read from the hub or from ``path``
+    (a .jsonl, .json, .csv or .parquet file or a ``save_to_disk`` folder). ``limit`` keeps the first
+    ``limit`` usable rows. A line that is not UTF-8 or not JSON, or a row with no problem or no usable
+    answer, is skipped, counted and named in the log (``path:line``); a repeated id is dropped when its
+    answer agrees and an error naming both lines when it does not. ``summary`` (a
+    ``files.ReadSummary``) receives the counts.
     """
-    spec = get_spec(name)
+    spec = _registry_spec(source, path, "datasets") if isinstance(source, str) else source
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
-    source = str(path) if path is not None else f"{spec.hub_id} ({spec.split})"
-    summary = summary if summary is not None else files.ReadSummary(source)
+    summary = summary if summary is not None else files.ReadSummary(where_from(spec))
 
     def usable():
-        for index, (where, raw) in enumerate(_source_records(spec, path, summary)):
+        for index, (where, raw) in enumerate(_source_records(spec, summary)):
             row = _normalize_row(raw, spec, index)
             if row is None:
                 summary.skip(where, "no problem or no usable answer", "unusable row")
@@ -302,6 +386,104 @@ def load_rows(name: str, path: str | os.PathLike | None = None, *, limit: int | 
     summary.rows = len(rows)
     summary.report()
     return rows, summary.total_skipped + summary.duplicates
+
+
+def refuse_unmapped(spec: dict, columns: set[str] | None) -> None:
+    """ValueError naming the mapped field whose column ``columns`` lacks, if one does."""
+    missing = missing_field(spec, columns)
+    if missing:
+        role, column = missing
+        raise ValueError(f"fields.{role}: column {column!r} is not in {where_from(spec)} "
+                         f"(its columns: {', '.join(sorted(columns)) or 'none'})")
+
+
+# --------------------------------------------------------------------------------------------------
+# Fields, checked before any job
+# --------------------------------------------------------------------------------------------------
+
+
+def source_columns(spec: dict) -> set[str] | None:
+    """The field names of a local source's rows, from its header, schema or first rows; None where they
+    cannot be told cheaply (a hub dataset: see ``prefetch``; a JSON file over PEEK_JSON_BYTES; rows that
+    are lists). ValueError when the file cannot be read at all."""
+    if spec["source"] != "file":
+        return None
+    path = Path(spec["path"]).expanduser()
+    if path.is_dir():
+        return _disk_dataset_columns(path, spec.get("split", "train"))
+    if path.suffix == ".csv":
+        with open(path, newline="", encoding="utf-8", errors="replace") as handle:
+            return set(next(csv.reader(handle), []))
+    if path.suffix == ".parquet":
+        import pyarrow.parquet
+
+        return set(pyarrow.parquet.read_schema(path).names)
+    if path.suffix == ".jsonl":
+        records = _peek_jsonl(path)
+    elif path.suffix == ".json" and path.stat().st_size <= PEEK_JSON_BYTES:
+        records = iter(_json_document(path))
+    else:
+        return None
+    found = set()
+    for record in itertools.islice(records, PEEK_ROWS):
+        if not isinstance(record, dict):
+            return None  # ORZ's pairs: read by their shape, not by fields
+        found.update(record)
+    return found
+
+
+def _peek_jsonl(path: Path) -> Iterator[object]:
+    """The records of a JSONL file's lines that parse; the others are the reader's to name, later."""
+    with open(path, "rb") as handle:
+        for line in handle:
+            try:
+                yield json.loads(line)
+            except ValueError:  # not UTF-8, not JSON, blank
+                continue
+
+
+def _disk_dataset_columns(path: Path, split: str) -> set[str] | None:
+    info = path / "dataset_info.json"
+    try:
+        if not info.is_file():  # a DatasetDict: one folder per split
+            splits = json.loads((path / "dataset_dict.json").read_text(encoding="utf-8"))["splits"]
+            chosen = split if split in splits else (splits[0] if len(splits) == 1 else None)
+            if chosen is None:
+                return None
+            info = path / chosen / "dataset_info.json"
+        return set(json.loads(info.read_text(encoding="utf-8"))["features"])
+    except (OSError, ValueError, KeyError, TypeError):
+        return None
+
+
+def missing_field(spec: dict, columns: set[str] | None) -> tuple[str, str] | None:
+    """``(field, column)`` of the first mapped column that ``columns`` lacks; None when all are there,
+    when the columns are unknown, or when a registry dataset's local copy holds normalised rows."""
+    if columns is None or (spec.get("registry") and {"problem", "answer"} <= columns):
+        return None
+    for role in FIELDS:
+        column = spec.get("fields", {}).get(role)
+        if column is not None and column not in columns:
+            return role, column
+    return None
+
+
+def recorded_dataset(record: dict, spec: dict) -> dict | None:
+    """The prefetch record's entry of a hub dataset (by hub id, config, split and asked revision)."""
+    for entry in record.get("datasets", {}).values():
+        if all(entry.get(key) == spec.get(key) for key in ("hub_id", "config", "split", "revision")):
+            return entry
+    return None
+
+
+def recorded_columns(results: str, spec: dict) -> set[str] | None:
+    """A hub dataset's columns as the study's prefetch record holds them; None before it is fetched."""
+    try:
+        record = json.loads((Path(results) / PREFETCH_RECORD).read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    entry = recorded_dataset(record, spec)
+    return set(entry["columns"]) if entry and "columns" in entry else None
 
 
 # --------------------------------------------------------------------------------------------------
@@ -333,22 +515,20 @@ def conversation_messages(raw) -> list[dict] | None:
     return [{"role": role, "content": text} for role, text in turns]
 
 
-def load_conversations(name: str, path: str | os.PathLike | None = None, *, limit: int | None = None,
+def load_conversations(source: str | dict, path: str | os.PathLike | None = None, *, limit: int | None = None,
                        summary: files.ReadSummary | None = None) -> tuple[list[dict], int]:
-    """The rows ``{"id", "messages"}`` of SFT set ``name`` and the number of source rows dropped as unusable;
-    ``path`` and ``limit`` as in ``load_rows``."""
-    try:
-        spec = SFT_SETS[name]
-    except KeyError:
-        raise ValueError(f"unknown SFT set {name!r}; known: {', '.join(sorted(SFT_SETS))}") from None
-    summary = summary if summary is not None else files.ReadSummary(str(path) if path else spec.hub_id)
+    """The rows ``{"id", "messages"}`` of an SFT set (a resolved spec or the name of one in the registry's
+    ``sft_sets``) and the number of source rows dropped as unusable; ``path`` and ``limit`` as in
+    ``load_rows``."""
+    spec = _registry_spec(source, path, "sft_sets") if isinstance(source, str) else source
+    summary = summary if summary is not None else files.ReadSummary(where_from(spec))
     rows = []
-    for index, (where, raw) in enumerate(_source_records(spec, path, summary)):
+    for index, (where, raw) in enumerate(_source_records(spec, summary)):
         messages = conversation_messages(raw)
         if messages is None:
             summary.skip(where, "no user and assistant turn", "unusable row")
             continue
-        rows.append({"id": f"{name}-{index}", "messages": messages})
+        rows.append({"id": f"{spec['name']}-{index}", "messages": messages})
         if limit is not None and len(rows) == limit:
             break
     summary.rows = len(rows)

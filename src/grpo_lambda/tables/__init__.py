@@ -1,36 +1,47 @@
-"""The paper's tables, with uncertainty, from the results folder.
+"""The paper's tables, with uncertainty, from the results folder or a published run's raw files.
 
 Reads the per-sample evaluation files (``{model}/{dataset}/{variant}/seed{seed}/eval/{step}/
 {benchmark}.jsonl`` and the SFT baseline ``{model}/{dataset}/sft/eval/final/{benchmark}.jsonl``;
 see docs/results-format.md) — the per-sample files are the source of truth, the summary JSON is not
-read — and writes every table as CSV (numbers), Markdown and LaTeX (booktabs) to one folder:
+read — and the training logs, and writes every table as CSV (numbers), Markdown and LaTeX (booktabs)
+to one folder:
 
 ``results``             per model × dataset × variant × seed × benchmark (final model), with the SFT
-                        baseline, the gain over it and a 95% interval over problems
-``results_by_variant``  the same, mean over seeds, interval over problems and seeds, gain over SFT
+                        baseline, the gain over it and a 95% interval over problems; with sampled
+                        completions avg@k, pass@k and maj@k, each with its interval
+``results_by_variant``  the same, mean over seeds, interval over problems and seeds, gain over SFT with
+                        its p-values and verdict, and the sampled metrics with intervals
 ``checkpoints``         accuracy at every evaluated step (SFT = step 0), mean over seeds
 ``table1``              Table 1: per model × method, mean over training sets, five benchmarks and
                         their unweighted average
 ``table1_published``    Table 1 beside the published values, with the difference
 ``appendix_e_{model}``  Tables 3–6: rows benchmark × training set, columns the variants
 ``appendix_e_published`` Appendix E cells beside the published values, with the difference
-``paired``              each method minus the baseline (GRPO) over the same problems, its interval,
-                        and whether the gap is distinguishable from noise (interval excludes 0)
+``paired``              each method minus the baseline, paired by training seed and by problem: interval,
+                        p-values, minimum detectable effect and verdict
 ``learning_speed``      how fast the training reward rises: area under the curve and steps to a
-                        threshold per variant, with intervals over seeds and paired gaps to the baseline
+                        threshold per variant, with intervals over seeds and paired gaps to the baseline,
+                        each with its verdict
+``factorial``           the main effects and interaction of a 2 × 2 design (``report.factorial``)
+``diagnostics``         per variant, clip fractions, entropy, KL, groups without signal, DAPO's dropped
+                        groups: mean over steps, t interval over seeds
 ``final_reward``        per run, the mean training reward of its last ``report.final_window`` steps
+``training_gain``       each variant's training reward relative to the baseline's (final window and
+                        whole run), paired by seed with a t interval: the paper's "30–40%"
 ``training_curves``     the smoothed training curves (reward, KL) the figures draw (CSV only)
+``completions``         a few logged training completions per cell
+``provenance``          the distinct version records of the files the tables read
 ``missing``             cells the config asks for that have no evaluation file (a partial run)
 
-Options, under ``report:`` in the config (all optional):
+Options, under ``report:`` in the config (all optional; ``grpo_lambda.config.validate`` checks them):
 
-``bootstrap`` (1000)    bootstrap replicates per interval; 0 gives point estimates only.
-``level`` (0.95)        coverage of the intervals.
-``seed`` (0)            seed of the bootstrap's random generator (tables are reproducible).
+``level`` (0.95)        coverage of the intervals; 1 − level is the verdicts' α (and the MDE's test level).
+``metric`` ("greedy")   a problem's value in every accuracy table: the greedy verdict, or from
+                        ``evaluation.samples`` sampled completions ``avg`` (avg@k), ``pass_at_k``, ``maj_at_k``.
 ``baseline``            the variant other methods are compared with (default: the first variant
                         whose objective is ``grpo``, else the first variant). Table 1's GRPO row is
                         the baseline when it is a ``grpo`` variant; a baseline of another objective
-                        stays in its own method's row.
+                        stays in its own row.
 ``grpo_lambda_variant`` which GRPO-λ variants make Table 1's GRPO-λ row: ``"mean"`` (all GRPO-λ
                         variants of the model), a variant name, or a selector of variant fields
                         such as ``{style: recent, update: trace}`` (mean over the matching
@@ -39,35 +50,64 @@ Options, under ``report:`` in the config (all optional):
                         equal the mean over the model's recent-style ε-trace variants (λ 0.98 and
                         0.99 for the 1.5B models, λ 0.99 alone for 3B and 7B), to the printed
                         precision. A selector that matches no variant falls back to ``"mean"``.
+                        This is the only row that pools variants: every other Table 1 row is one
+                        variant under its own label (``labels.method_variants``).
+``equivalence_margin``  ({}) margins per metric, ``{accuracy: 0.02, reward_auc: 0.005}``: a difference
+                        within ±margin by TOST after Holm is ``equivalent``; no margin, no such verdict.
+``factorial``           a 2 × 2 design: ``{factors: [a, b], cells: {variant: {a: true|false, b: true|false}}}``,
+                        each of the four level combinations exactly one variant (checked).
 ``figure1_model``       the model of Figure 1 (default: the one whose ``paper_name`` is
                         DeepSeek-R1-Distill-Qwen-7B, as in the paper, else the first model).
+``figure1_dataset``     the training set of Figure 1's cell, or ``"mean"`` (Table 1's methods, mean
+                        over training sets). Default: the model's ``mathrl16k`` set (the paper's
+                        Figure 1 is the 7B model trained on MathRL-16K), else its only training
+                        set, else ``"mean"``. A cell shows the SFT model and every variant.
+``figure4_datasets``    the training sets Figure 4 draws (default: all; config/paper.yaml leaves
+                        GSM8K out, as the paper).
 ``smoothing`` ("auto")  weight w of the exponential moving average applied to training curves;
                         "auto" picks w = 1 − 1/(1 + n/50) for a run of n logged steps (an
                         averaging window of about 2% of the run: 0.44 for 40 steps, 0.995 for
                         10000).
-``final_window`` (20)   steps averaged for the final training reward (Figure 3).
+``final_window`` (20)   logged steps averaged for the final training reward (Figure 3, the
+                        ``final_reward`` and ``training_gain`` tables, the learning-speed threshold).
+                        The paper's §4.1 averages the last 100 steps of 10,000 (config/paper.yaml
+                        sets 100); the default suits the embedded runs of 25–40 steps.
+``bootstrap``, ``seed`` accepted and unused: the intervals are analytic.
 
-Every interval is a percentile bootstrap over problems and seeds (see ``grpo_lambda.stats``); the
-training sets of a mean over datasets are fixed (they are the study's design, not a sample).
+Every interval is analytic and deterministic (``grpo_lambda.stats``): accuracies by a two-way (seed,
+problem) cluster-robust variance with a Welch–Satterthwaite t quantile, seed-level numbers by the t
+interval over seeds; every difference is paired by seed (runs of one SFT model with the same training
+seed) and by problem. Every comparison table applies one verdict rule (``verdicts``): Holm across the
+methods compared with the same baseline on the same metric, ``ahead`` / ``behind`` /
+``not distinguishable``, ``equivalent`` only by TOST against a configured margin. The training sets of
+a mean over datasets are fixed (they are the study's design, not a sample).
 
 One module per job:
 
-``keys``        the keys of a cell (``KEYS``) and the names ``final``, ``sft``, ``average``, ``all``
+``keys``        the keys of a cell (``KEYS``), the names ``final``, ``sft``, ``average``, ``all``, the ``METRICS``
 ``options``     the ``report:`` options above (``report_options``, ``REPORT_DEFAULTS``)
-``labels``      variants and methods: ``variant_spec``, ``variant_label``, ``method_variants`` (Table 1's
-                rows), ``method_label``, the published twin of a variant
-``collect``     reading the results folder: ``collect_samples``, ``summarise``, ``collect``,
-                ``missing_cells``, ``collect_train_logs``, ``expected_cells``, ``load_published``
-``cells``       ``Cells``: the verdict matrices and the bootstrap intervals built on them
+``labels``      variants and methods: ``variant_spec``, ``variant_label`` (one label per variant, everywhere),
+                ``method_variants`` (Table 1's rows), ``method_label``, the published twin of a variant
+``collect``     reading the results folder: ``collect_samples``, ``summarise``, ``sampled_per_problem``,
+                ``missing_cells``, ``collect_train_logs``, ``collect_provenance``, ``expected_cells``,
+                ``load_published``
+``raw``         ``RunData`` (what the tables are computed from), ``read_results``, and a published run's
+                compressed raw files: ``write_raw``, ``read_raw``
+``cells``       ``Cells``: the per-problem value matrices, paired by seed and problem, and their intervals
+``verdicts``    the one verdict rule: ``comparison_columns``, ``add_verdicts`` (Holm, TOST, MDE)
 ``results``     ``results_table``, ``results_by_variant``, ``checkpoints_table``
 ``table1``      ``table1`` and ``table1_published``
 ``paired``      ``paired_table``
 ``appendix_e``  ``appendix_e`` and ``appendix_e_published``
-``learning_speed`` ``learning_speed_table``
-``training``    ``final_reward_table``, ``training_curves_table``
+``learning_speed`` ``learning_speed_table``, ``run_statistics``
+``factorial``   ``factorial_table``
+``diagnostics`` ``diagnostics_table``
+``training``    ``final_reward_table``, ``training_curves_table``, ``training_gain_table``
 ``names``       the ordered names of the tables and figures (``table_names``, ``figure_names``), read by
                 the builders, the writer, ``grpo_lambda.figures`` and the workflow; standard library only
-``build``       ``build_tables``: every table, by name
+``build``       ``tables_from`` (every table of a run's data), ``build_tables`` (of a results folder),
+                ``rebuild`` (of a published run's raw files): one code path
+``blocks``      the generated Markdown blocks of the published runs' pages, from the tables
 ``write``       ``write_table`` (CSV, Markdown, LaTeX) and ``main``
 """
 

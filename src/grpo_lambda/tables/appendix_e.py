@@ -8,7 +8,7 @@ from collections.abc import Iterable
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.tables.cells import _targets
+from grpo_lambda.tables.cells import targets
 from grpo_lambda.tables.keys import SFT
 from grpo_lambda.tables.labels import _lam_text, _published_variant, objective, variant_label, variant_spec
 
@@ -31,9 +31,9 @@ def appendix_e(by_variant: pd.DataFrame, config: dict, model: str, options: dict
         return pd.DataFrame(columns=["benchmark", "dataset"] + labels)
     wide = rows.pivot_table(index=["benchmark", "dataset"], columns="label", values="accuracy", sort=False)
     wide = wide.reindex(columns=labels)
-    targets = [t for t, _ in _targets(list(config["benchmarks"]))]
+    shown = [t for t, _ in targets(config["benchmarks"])]
     datasets = model_datasets(config, model)
-    index = [(t, d) for t in targets for d in datasets if (t, d) in wide.index]
+    index = [(t, d) for t in shown for d in datasets if (t, d) in wide.index]
     wide = wide.reindex(pd.MultiIndex.from_tuples(index, names=["benchmark", "dataset"]) if index else wide.index[:0])
     wide.columns.name = None
     return wide.reset_index()

@@ -1,4 +1,5 @@
-"""Every table, by name, from the results folder."""
+"""Every table, by name: from a results folder (the aggregate stage) or from a published run's raw files
+(a rebuild), through one code path, :func:`tables_from`."""
 
 from __future__ import annotations
 
@@ -6,46 +7,59 @@ import os
 
 import pandas as pd
 
-from grpo_lambda import completions
-from grpo_lambda.config import rl_cells
 from grpo_lambda.tables.appendix_e import appendix_e, appendix_e_published
 from grpo_lambda.tables.cells import Cells
-from grpo_lambda.tables.collect import (collect_provenance, collect_samples, collect_train_logs, load_published,
-                                        missing_cells, summarise)
+from grpo_lambda.tables.collect import load_published, missing_cells, summarise
+from grpo_lambda.tables.diagnostics import diagnostics_table
+from grpo_lambda.tables.factorial import factorial_table
 from grpo_lambda.tables.learning_speed import learning_speed_table
 from grpo_lambda.tables.names import expand, TABLES
 from grpo_lambda.tables.options import report_options
 from grpo_lambda.tables.paired import paired_table
-from grpo_lambda.tables.results import checkpoints_table, results_by_variant, results_table
+from grpo_lambda.tables.raw import read_raw, read_results, RunData
+from grpo_lambda.tables.results import checkpoints_table, results_by_variant, results_table, sampled_cells
 from grpo_lambda.tables.table1 import table1, table1_published
-from grpo_lambda.tables.training import final_reward_table, training_curves_table
+from grpo_lambda.tables.training import final_reward_table, training_curves_table, training_gain_table
 
 
 def build_tables(config: dict, results_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
-    """Every table, by name, in the order of :func:`grpo_lambda.tables.names.table_names`."""
+    """Every table of a results folder, in the order of :func:`grpo_lambda.tables.names.table_names`."""
+    return tables_from(config, read_results(config, results_dir))
+
+
+def rebuild(raw_dir: str | os.PathLike) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """The config and every table of a published run, from its raw files alone (grpo_lambda.tables.raw)."""
+    config, data = read_raw(raw_dir)
+    return config, tables_from(config, data)
+
+
+def tables_from(config: dict, data: RunData) -> dict[str, pd.DataFrame]:
+    """Every table, by name, from the run's data."""
     options = report_options(config)
-    samples = collect_samples(results_dir, config)
-    summary = summarise(samples)
-    cells = Cells(samples, config["benchmarks"], options)
-    logs = collect_train_logs(results_dir, config)
+    summary = summarise(data.samples)
+    cells = Cells(data.samples, config, options)
+    sampled = sampled_cells(data.samples, config, options)
     published_table1, published_appendix = load_published()
-    by_variant = results_by_variant(summary, cells, config)
+    by_variant = results_by_variant(summary, cells, config, options, sampled)
     t1 = table1(cells, config, options)
     # One builder per entry of names.TABLES; a {model} entry's builder takes the model.
     builders = {
-        "results": lambda: results_table(summary, cells, config),
+        "results": lambda: results_table(summary, cells, config, sampled),
         "results_by_variant": lambda: by_variant,
         "checkpoints": lambda: checkpoints_table(summary, cells, config),
         "table1": lambda: t1,
-        "learning_speed": lambda: learning_speed_table(config, logs, options),
-        "final_reward": lambda: final_reward_table(config, logs, options["final_window"]),
-        "training_curves": lambda: training_curves_table(config, logs, options),
+        "learning_speed": lambda: learning_speed_table(config, data.logs, options),
+        "diagnostics": lambda: diagnostics_table(config, data.logs, options),
+        "final_reward": lambda: final_reward_table(config, data.logs, options["final_window"]),
+        "training_gain": lambda: training_gain_table(config, data.logs, options),
+        "training_curves": lambda: training_curves_table(config, data.logs, options),
         "table1_published": lambda: table1_published(t1, published_table1, config),
         "appendix_e_{model}": lambda model: appendix_e(by_variant, config, model, options),
         "appendix_e_published": lambda: appendix_e_published(by_variant, published_appendix, config, options),
         "paired": lambda: paired_table(cells, config, options),
-        "completions": lambda: completions.report_table(results_dir, rl_cells(config)),
-        "provenance": lambda: collect_provenance(results_dir, config),
+        "factorial": lambda: factorial_table(cells, config, data.logs, options),
+        "completions": lambda: data.completions,
+        "provenance": lambda: data.provenance,
         "missing": lambda: missing_cells(summary, config),
     }
     return {name: builders[template](**fields) for name, template, fields in expand(TABLES, config)}

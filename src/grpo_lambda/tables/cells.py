@@ -1,4 +1,4 @@
-"""Verdict matrices (seeds × problems) per cell, and the bootstrap statistics every table is built on."""
+"""Per-problem values (seeds × problems) per cell, and the intervals every accuracy table is built on."""
 
 from __future__ import annotations
 
@@ -7,36 +7,46 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from grpo_lambda.stats import Interval, Term, bootstrap_linear
-from grpo_lambda.tables.keys import AVERAGE, FINAL
+from grpo_lambda.config import sft_folder
+from grpo_lambda.stats import NO_INTERVAL, Interval, Term, linear_interval
+from grpo_lambda.tables.collect import sampled_per_problem
+from grpo_lambda.tables.keys import AVERAGE, FINAL, KEYS, SFT
 
-METRICS = ("greedy", "avg")
+# The summary's column (collect.summarise) that holds each sampled metric per cell.
+SAMPLED_COLUMNS = {"avg": "sampled_accuracy", "pass_at_k": "pass_at_k", "maj_at_k": "maj_at_k"}
 
 
 def verdicts(samples: pd.DataFrame, metric: str) -> pd.DataFrame:
-    """One row per evaluated problem: ``greedy``, the greedy completion's verdict (the paper's protocol);
-    ``avg``, the mean verdict of the problem's sampled completions (avg@k, pass@1 estimated from k samples,
-    as DAPO and lighteval report AIME)."""
+    """One row per evaluated problem (KEYS, id) with its value under ``metric`` in ``correct``."""
     if metric == "greedy":
         return samples[samples["mode"] == "greedy"]
-    sampled = samples[samples["mode"] == "sampled"]
-    return (sampled.groupby(["model", "dataset", "variant", "seed", "step", "benchmark", "id"], dropna=False,
-                            sort=False, observed=True)["correct"].mean().reset_index())
+    per_problem = sampled_per_problem(samples[samples["mode"] == "sampled"])
+    value = {"avg": per_problem["right"] / per_problem["samples"], "pass_at_k": (per_problem["right"] > 0) * 1.0,
+             "maj_at_k": per_problem["maj"]}[metric]
+    return per_problem[KEYS + ["id"]].assign(correct=value.astype(float))
+
+
+def pairing_key(config: dict, model: str, dataset: str, variant: str):
+    """The ``seeds`` key of a run group (see grpo_lambda.stats): every RL run started from one SFT model
+    shares it, so runs with the same training seed are paired; the SFT model is a stratum of its own."""
+    if variant == SFT:
+        return (SFT, model, dataset)
+    return ("rl", sft_folder(config, model, dataset))
 
 
 class Cells:
-    """Per-problem verdicts (``report.metric``) as (seeds × problems) matrices, one per model × dataset ×
-    variant × step × benchmark; the columns of one benchmark are the same problems, in the same order,
-    everywhere. With ``avg`` a problem's value is its samples' mean: intervals resample problems and
-    seeds, not the samples within a problem."""
+    """Per-problem values (``report.metric``, or ``metric``) as (seeds × problems) matrices, one per
+    model × dataset × variant × step × benchmark; the columns of one benchmark are the same problems,
+    in the same order, everywhere. A sampled metric's value is per problem: intervals are over problems
+    and seeds, not over the samples within a problem."""
 
-    def __init__(self, samples: pd.DataFrame, benchmarks: Iterable[str], options: dict):
-        self.benchmarks = list(benchmarks)
-        self.n_boot, self.level, self.seed = options["bootstrap"], float(options["level"]), options["seed"]
-        self.resampling_cache: dict = {}
-        greedy = verdicts(samples, options.get("metric", "greedy"))
+    def __init__(self, samples: pd.DataFrame, config: dict, options: dict, metric: str | None = None):
+        self.config = config
+        self.benchmarks = list(config["benchmarks"])
+        self.level = float(options["level"])
+        values = verdicts(samples, metric or options.get("metric", "greedy"))
         self.matrices: dict[tuple, tuple[list, np.ndarray]] = {}
-        for benchmark, rows in greedy.groupby("benchmark", sort=False, observed=True):
+        for benchmark, rows in values.groupby("benchmark", sort=False, observed=True):
             problem_ids = sorted(rows["id"].unique())
             position = {pid: i for i, pid in enumerate(problem_ids)}
             for key, group in rows.groupby(["model", "dataset", "variant", "step"], sort=False, observed=True):
@@ -46,29 +56,21 @@ class Cells:
                 matrix = np.full((len(seed_list), len(problem_ids)), np.nan)
                 matrix[[seed_row[s] for s in seeds], [position[p] for p in group["id"]]] = group["correct"].to_numpy()
                 self.matrices[(*key, benchmark)] = (seed_list, matrix)
-        # One seed list per run group across benchmarks (a seed missing on one benchmark gets a NaN
-        # row there), so that the group's seeds are resampled together.
-        groups: dict[tuple, set] = {}
-        for (*run, _), (seed_list, _) in self.matrices.items():
-            groups.setdefault(tuple(run), set()).update(seed_list)
-        for key, (seed_list, matrix) in list(self.matrices.items()):
-            union = sorted(groups[key[:4]], key=lambda s: -1 if s is None else s)
-            if union != seed_list:
-                padded = np.full((len(union), matrix.shape[1]), np.nan)
-                padded[[union.index(s) for s in seed_list]] = matrix
-                self.matrices[key] = (union, padded)
 
     def seeds(self, model, dataset, variant, step=FINAL) -> list:
+        """The seeds of a run group on any benchmark."""
+        found = set()
         for benchmark in self.benchmarks:
             cell = self.matrices.get((model, dataset, variant, step, benchmark))
             if cell is not None:
-                return cell[0]
-        return []
+                found.update(cell[0])
+        return sorted(found, key=lambda s: -1 if s is None else s)
 
     def terms(self, model, dataset, variant, step, benchmarks, seed="all") -> list[Term] | None:
-        """Terms of the mean over ``benchmarks`` of the cell's accuracy; None if one is absent.
+        """Terms of the mean over ``benchmarks`` of the cell's value; None if one is absent.
 
-        ``seed="all"`` pools the cell's seeds; an int restricts to that seed.
+        ``seed="all"`` pools the cell's seeds; an int restricts to that seed. Rows are named by seed
+        and keyed by the SFT model (:func:`pairing_key`): terms of two variants pair by seed.
         """
         terms = []
         for benchmark in benchmarks:
@@ -79,29 +81,33 @@ class Cells:
             if seed != "all":
                 if seed not in seed_list:
                     return None
-                matrix = matrix[[seed_list.index(seed)]]
-            terms.append(Term(1.0 / len(benchmarks), matrix, (model, dataset, variant, step, seed), benchmark))
+                matrix, seed_list = matrix[[seed_list.index(seed)]], [seed]
+            terms.append(Term(1.0 / len(benchmarks), matrix, pairing_key(self.config, model, dataset, variant),
+                              benchmark, tuple(seed_list)))
         return terms
 
-    def interval(self, terms: list[Term]) -> Interval:
-        return bootstrap_linear(terms, self.n_boot, self.level, self.seed, self.resampling_cache)
+    def interval(self, terms: list[Term] | None) -> Interval:
+        return linear_interval(terms, self.level) if terms else NO_INTERVAL
 
 
-def _scaled(terms: list[Term], factor: float) -> list[Term]:
-    return [Term(t.weight * factor, t.correct, t.seeds, t.problems) for t in terms]
+def scaled(terms: list[Term], factor: float) -> list[Term]:
+    return [Term(t.weight * factor, t.correct, t.seeds, t.problems, t.rows) for t in terms]
 
 
-def _estimate(terms: list[Term] | None) -> float:
-    """The point estimate alone (no resampling)."""
-    return bootstrap_linear(terms, 0).estimate if terms else np.nan
+def estimate(terms: list[Term] | None) -> float:
+    """The point estimate alone: Σ_j w_j m_j."""
+    if not terms:
+        return np.nan
+    return float(sum(t.weight * np.nanmean(t.correct) if (~np.isnan(t.correct)).any() else np.nan for t in terms))
 
 
-def _targets(benchmarks: list[str]) -> list[tuple[str, list[str]]]:
+def targets(benchmarks: Iterable[str]) -> list[tuple[str, list[str]]]:
     """Each benchmark alone, then the unweighted average over all of them."""
+    benchmarks = list(benchmarks)
     return [(b, [b]) for b in benchmarks] + [(AVERAGE, benchmarks)]
 
 
-def _interval_columns(prefix: str, interval: Interval | None) -> dict:
-    if interval is None:
-        return {prefix: np.nan, f"{prefix}_low": np.nan, f"{prefix}_high": np.nan}
+def interval_columns(prefix: str, interval: Interval | None) -> dict:
+    """``prefix``, ``prefix_low``, ``prefix_high`` of an interval (NaN for none)."""
+    interval = interval or NO_INTERVAL
     return {prefix: interval.estimate, f"{prefix}_low": interval.low, f"{prefix}_high": interval.high}

@@ -129,12 +129,7 @@ def summarise(samples: pd.DataFrame) -> pd.DataFrame:
                .reset_index())
     sampled = samples[samples["mode"] == "sampled"]
     if not sampled.empty:
-        votes = sampled["extracted"] if "extracted" in sampled else pd.Series(None, index=sampled.index)
-        per_problem = (sampled.groupby(KEYS + ["id"], dropna=False, sort=False, observed=True)
-                       .agg(samples=("correct", "size"), right=("correct", "sum"),
-                            maj=("correct", lambda verdicts: majority_correct(list(votes[verdicts.index]),
-                                                                              list(verdicts))))
-                       .reset_index())
+        per_problem = sampled_per_problem(sampled)
         k = int(per_problem["samples"].max())
         estimated = {"pass_at_k": lambda row: pass_at_k(int(row.samples), int(row.right), int(row.samples))}
         for j in (2 ** power for power in range(k.bit_length()) if 2 ** power < k):
@@ -149,6 +144,26 @@ def summarise(samples: pd.DataFrame) -> pd.DataFrame:
         summary = summary.merge(extra.reset_index(), on=KEYS, how="outer" if summary.empty else "left")
     summary["seed"] = summary["seed"].astype("Int64")
     return summary
+
+
+def sampled_per_problem(sampled: pd.DataFrame) -> pd.DataFrame:
+    """One row per problem of the sampled completions ``sampled``: KEYS, id, ``samples`` (k), ``right``
+    (how many are correct) and ``maj`` (the verdict of the majority answer: stats.majority_correct's rule,
+    the most frequent extracted answer, ties to the one seen first, blanks not voting, 0 without votes;
+    counted here for all problems at once)."""
+    keys = KEYS + ["id"]
+    per_problem = (sampled.groupby(keys, dropna=False, sort=False, observed=True)
+                   .agg(samples=("correct", "size"), right=("correct", "sum")).reset_index())
+    if "extracted" not in sampled:
+        return per_problem.assign(maj=0.0)
+    votes = sampled["extracted"].notna() & (sampled["extracted"] != "")
+    voting = sampled[votes].assign(order=np.arange(int(votes.sum())))
+    tally = (voting.groupby(keys + ["extracted"], dropna=False, sort=False, observed=True)
+             .agg(votes=("correct", "size"), order=("order", "min"), maj=("correct", "first")).reset_index())
+    best = tally.sort_values(["votes", "order"], ascending=[False, True], kind="stable").drop_duplicates(keys)
+    per_problem = per_problem.merge(best[keys + ["maj"]], on=keys, how="left", sort=False)
+    per_problem["maj"] = per_problem["maj"].fillna(0.0).astype(float)
+    return per_problem
 
 
 def collect(results_dir: str | os.PathLike, config: dict) -> pd.DataFrame:

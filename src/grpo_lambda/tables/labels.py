@@ -26,33 +26,54 @@ def objective(config: dict, variant: str) -> str:
 
 
 def variant_label(config: dict, variant: str) -> str:
-    """The name shown in tables and figures: the variant's ``label``, else one built from its fields.
-
-    GRPO-λ variants read ``style/update/λ`` (``/form`` added when the config mixes trace forms), as
-    the columns of the paper's Appendix E; other objectives show their name.
-    """
+    """The one name a variant has in every table and figure: its ``label``, else one built from its fields
+    (:func:`described`), with the variant's name added where two variants would read alike."""
     if variant == SFT:
         return "SFT"
-    spec = variant_spec(config, variant)
+    spec = config["variants"][variant]
     if spec.get("label"):
         return spec["label"]
-    if spec["objective"] == "grpo":
-        same = [v for v, s in config["variants"].items() if s["objective"] == "grpo" and not s.get("label")]
-        return "GRPO" if len(same) == 1 else f"GRPO ({variant})"
-    if spec["objective"] == "grpo_lambda":
-        lam_specs = {v: variant_spec(config, v) for v, s in config["variants"].items()
-                     if s["objective"] == "grpo_lambda"}
+    label = described(config, variant)
+    twins = [v for v, s in config["variants"].items() if not s.get("label") and described(config, v) == label]
+    return label if len(twins) == 1 else f"{label} ({variant})"
 
-        def short(s: dict) -> str:
-            return f"{s['style']}/{s['update']}/{s['lam']:g}"
-        label = short(spec)
-        if len({s["form"] for s in lam_specs.values()}) > 1:
-            label += f"/{spec['form']}"
-        twins = [v for v, s in lam_specs.items() if (short(s), s["form"]) == (short(spec), spec["form"])]
-        return label if len(twins) == 1 else f"{label} ({variant})"
-    # Other objectives show their name, and the variant's too where two lines share the objective.
-    same = [v for v, s in config["variants"].items() if s["objective"] == spec["objective"] and not s.get("label")]
-    return spec["objective"] if len(same) == 1 else f"{spec['objective']} ({variant})"
+
+OBJECTIVE_NAMES = {"grpo": "GRPO", "grpo_lambda": "GRPO-λ", "ptrace": "P-trace", "strace": "S-trace"}
+OAR_NAMES = {"gradient": "OAR-G", "perturbation": "OAR-P"}
+CLAMP_DEFAULT = {"grpo_lambda": -0.1}  # trainer_config._resolve_advantage_clamp: the paper's Algorithm 1
+
+
+def described(config: dict, variant: str) -> str:
+    """A variant's name from its fields: the method it is (GRPO, Dr. GRPO, DAPO, GSPO, OAR-G/P for the
+    ``grpo`` objective; GRPO-λ's style/update/λ, as the paper's Appendix E names its columns, with the
+    form when the config mixes forms; P-/S-trace and λ), then what it adds (``+ DAPO``, ``+ clip-higher``,
+    ``+ OAR-G``) or changes (``, no clamp``)."""
+    spec = variant_spec(config, variant)
+    kind = spec["objective"]
+    if kind == "grpo":
+        base = ("GSPO" if spec.get("importance_sampling_level") == "sequence" else
+                "Dr. GRPO" if spec.get("loss_type") == "dr_grpo" else
+                "DAPO" if spec.get("dynamic_sampling") else
+                OAR_NAMES.get(spec.get("oar_method"), "GRPO"))
+    elif kind == "grpo_lambda":
+        base = f"{spec['style']}/{spec['update']}/{spec['lam']:g}"  # the paper's Appendix E columns
+        forms = {variant_spec(config, v)["form"] for v, s in config["variants"].items()
+                 if s["objective"] == "grpo_lambda"}
+        base += f"/{spec['form']}" if len(forms) > 1 else ""
+    else:
+        scope = " sequence" if spec.get("scope") == "sequence" else ""
+        base = f"{OBJECTIVE_NAMES.get(kind, kind)}{scope} λ {spec.get('lam', 1.0):g}"
+    added = []
+    if spec.get("oar_method") and base not in OAR_NAMES.values():
+        added.append(OAR_NAMES[spec["oar_method"]])
+    if spec.get("dynamic_sampling") and base != "DAPO":
+        added.append("DAPO")
+    elif spec.get("epsilon_high") and base not in ("DAPO", "GSPO") and kind != "ptrace":
+        added.append("clip-higher")
+    label = base + "".join(f" + {name}" for name in added)
+    if "advantage_clamp" in spec and spec["advantage_clamp"] != CLAMP_DEFAULT.get(kind):
+        label += ", no clamp" if spec["advantage_clamp"] is None else f", clamp {spec['advantage_clamp']:g}"
+    return label
 
 
 def _matches(spec: dict, selector: dict) -> bool:
@@ -69,16 +90,19 @@ def _matches(spec: dict, selector: dict) -> bool:
 def method_variants(config: dict, model: str, options: dict) -> dict[str, list[str]]:
     """Table 1's methods for one model, each with the variants its row averages.
 
-    ``grpo`` is the baseline variant when its objective is ``grpo`` (a baseline of another objective,
-    as in a config without GRPO, stays in its own method: no row is shown as GRPO that is not);
-    ``grpo_lambda`` follows report.grpo_lambda_variant; every other objective is a method of its own
-    (mean over its variants).
+    One rule: a row pools several variants only where the config says so, GRPO-λ's row by
+    report.grpo_lambda_variant (the paper's Table 1 averages λ 0.98 and 0.99); every other row is one
+    variant. ``grpo`` is the baseline variant when its objective is ``grpo`` (a baseline of another
+    objective stays a row of its own: no row is shown as GRPO that is not); every variant of another
+    objective, or a ``grpo`` variant with other settings, is a row of its own under its variant name
+    (so a check line such as ``gspo-as-trace`` is never pooled into a method). GRPO-λ variants other
+    than the chosen ones are in Appendix E and the paired table, not in Table 1.
     """
     variants = model_variants(config, model)
-    lam_variants = [v for v in variants if objective(config, v) == "grpo_lambda"]
     baseline = options["baseline"]
     grpo_baseline = baseline in variants and objective(config, baseline) == "grpo"
     methods: dict[str, list[str]] = {"grpo": [baseline] if grpo_baseline else []}
+    lam_variants = [v for v in variants if objective(config, v) == "grpo_lambda"]
     choice = options["grpo_lambda_variant"][model]
     if choice == "mean":
         chosen = lam_variants
@@ -88,18 +112,22 @@ def method_variants(config: dict, model: str, options: dict) -> dict[str, list[s
         chosen = [v for v in lam_variants if _matches(variant_spec(config, v), choice)] or lam_variants
     methods["grpo_lambda"] = chosen
     for v in variants:
-        obj = objective(config, v)
-        if obj == "grpo" and v != baseline:
-            methods[v] = [v]  # a GRPO with other settings (e.g. TRL's loss_type) is a method of its own
-        elif obj not in ("grpo", "grpo_lambda"):
-            methods.setdefault(obj, []).append(v)
+        if objective(config, v) != "grpo_lambda" and not (grpo_baseline and v == baseline):
+            methods[v] = [v]
     return {m: vs for m, vs in methods.items() if vs}
 
 
 METHOD_LABELS = {"sft": "SFT", "grpo": "GRPO", "grpo_lambda": "GRPO-λ"}
 
 
-def method_label(config: dict, method: str) -> str:
+def method_label(config: dict, method: str, variants: list[str] | None = None) -> str:
+    """A Table 1 row's name: given its ``variants``, the variant's own label when the row is one variant,
+    else the method's (``GRPO-λ`` for a mean over several GRPO-λ variants, which the row's ``variants``
+    column lists); without them, the method's name (a variant's label for a one-variant method)."""
+    if method == SFT:
+        return "SFT"
+    if variants is not None and len(variants) == 1:
+        return variant_label(config, variants[0])
     if method in METHOD_LABELS:
         return METHOD_LABELS[method]
     return variant_label(config, method) if method in config["variants"] else method

@@ -1,4 +1,4 @@
-"""Learning speed: how fast each variant's training reward rises, with bootstrap intervals over seeds.
+"""Learning speed: how fast each variant's training reward rises, with t intervals over seeds.
 
 The paper's headline is about training ("30–40% improved performance during training"), so besides
 the accuracy of the final models the tables report two statistics of each run's training-reward
@@ -15,10 +15,12 @@ curve (``reward`` in ``train_log.csv``, the mean reward of the step's sampled co
   improvement". A seed that never reaches it counts as ``max_steps + 1`` (the mean is then a lower
   bound; ``reached`` says how many seeds did).
 
-Each statistic is a mean over seeds with a percentile bootstrap interval over seeds
-(:func:`grpo_lambda.stats.bootstrap_linear`). The comparison with the baseline is paired by seed:
-a variant and the baseline with the same seed start from the same SFT model and see the same
-prompts in the same order, so the seeds both have are resampled jointly.
+Each statistic is a mean over seeds with its t interval (x̄ ± t_{n−1}·s/√n, grpo_lambda.stats). The
+comparison with the baseline is paired by seed: a variant and the baseline with the same seed start
+from the same SFT model and see the same prompts in the same order, so the gap is the t interval of the
+per-seed differences over the seeds both have, with its p-values, minimum detectable effect and
+verdict (grpo_lambda.tables.verdicts; the family: every variant against the baseline on one
+statistic of one model and training set; fewer steps is ``ahead``).
 """
 
 from __future__ import annotations
@@ -27,15 +29,20 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.stats import Interval, Term, bootstrap_linear, smooth, smoothing_weight
+from grpo_lambda.stats import Interval, smooth, smoothing_weight, t_interval
+from grpo_lambda.tables.cells import interval_columns
 from grpo_lambda.tables.labels import method_variants, objective, variant_label
+from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns
 
 THRESHOLD_FRACTION = 0.5
 COLUMNS = ["model", "dataset", "method", "variant", "label", "objective", "seeds", "steps", "threshold",
            "auc", "auc_low", "auc_high", "auc_vs_baseline", "auc_vs_baseline_low", "auc_vs_baseline_high",
            "auc_distinguishable", "steps_to_threshold", "steps_to_threshold_low", "steps_to_threshold_high",
            "reached", "steps_vs_baseline", "steps_vs_baseline_low", "steps_vs_baseline_high",
-           "steps_distinguishable"]
+           "steps_distinguishable", "auc_df", "auc_p", "auc_p_holm", "auc_p_equivalence", "auc_p_equivalence_holm",
+           "auc_mde", "auc_verdict", "steps_df", "steps_p", "steps_p_holm", "steps_p_equivalence",
+           "steps_p_equivalence_holm", "steps_mde", "steps_verdict"]
+FAMILY = ["model", "dataset"]  # with the statistic: every variant against the baseline
 
 
 def reward_matrix(runs: pd.DataFrame) -> tuple[list[int], np.ndarray]:
@@ -71,36 +78,16 @@ def threshold(runs: pd.DataFrame, baseline: str, final_window: int) -> float:
     return float(first + THRESHOLD_FRACTION * (final - first))
 
 
-def _mean_interval(values: np.ndarray, key, options: dict) -> Interval:
-    return bootstrap_linear([Term(1.0, values[:, None], key, "learning_speed")],
-                            options["bootstrap"], options["level"], options["seed"])
-
-
-def _paired_interval(values: np.ndarray, base: np.ndarray, key, options: dict) -> Interval:
-    # The same seeds key: each replicate draws the same seeds for both arms.
-    terms = [Term(1.0, values[:, None], key, "learning_speed"), Term(-1.0, base[:, None], key, "learning_speed")]
-    return bootstrap_linear(terms, options["bootstrap"], options["level"], options["seed"])
-
-
-def _columns(prefix: str, interval: Interval | None) -> dict:
-    if interval is None:
-        return {prefix: np.nan, f"{prefix}_low": np.nan, f"{prefix}_high": np.nan}
-    return {prefix: interval.estimate, f"{prefix}_low": interval.low, f"{prefix}_high": interval.high}
-
-
-def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.DataFrame:
-    """One row per model × training set × variant with a train log: area, steps to the threshold,
-    each with its interval over seeds, and each minus the baseline's, paired by seed."""
-    baseline = options["baseline"]
-    rows = []
+def run_statistics(config: dict, logs: pd.DataFrame, options: dict) -> dict[tuple, tuple[float, dict]]:
+    """Per model × training set with train logs: the threshold, and per variant its seeds with each
+    seed's area and steps to the threshold."""
+    out = {}
     for model in config["models"]:
-        methods = method_variants(config, model, options)
-        method_of = {v: m for m, vs in methods.items() for v in vs}
         for dataset in model_datasets(config, model):
             runs = logs[(logs["model"] == model) & (logs["dataset"] == dataset)].dropna(subset=["reward"])
             if runs.empty:
                 continue
-            level = threshold(runs, baseline, options["final_window"])
+            goal = threshold(runs, options["baseline"], options["final_window"])
             per_variant = {}
             for variant in model_variants(config, model):
                 part = runs[runs["variant"] == variant]
@@ -109,29 +96,48 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
                 seeds, rewards = reward_matrix(part)
                 steps = np.array(sorted(part["step"].unique()))
                 weight = smoothing_weight(options["smoothing"], len(steps))
-                per_variant[variant] = (seeds, area(rewards), steps_to_threshold(rewards, steps, level, weight))
-            for variant, (seeds, auc, first) in per_variant.items():
-                key = (model, dataset, variant)
-                row = {"model": model, "dataset": dataset, "method": method_of.get(variant, variant),
-                       "variant": variant, "label": variant_label(config, variant),
-                       "objective": objective(config, variant), "seeds": len(seeds),
-                       "steps": int(runs[runs["variant"] == variant]["step"].max()), "threshold": level,
-                       **_columns("auc", _mean_interval(auc, key, options)),
-                       **_columns("steps_to_threshold", _mean_interval(first, key, options)),
-                       "reached": f"{int(np.sum(first <= runs['step'].max()))}/{len(seeds)}"}
-                auc_gap = steps_gap = None
-                if variant != baseline and baseline in per_variant:
-                    base_seeds, base_auc, base_first = per_variant[baseline]
-                    shared = [s for s in seeds if s in base_seeds]
-                    if shared:
-                        mine = [seeds.index(s) for s in shared]
-                        theirs = [base_seeds.index(s) for s in shared]
-                        pair_key = (model, dataset, "paired", tuple(shared))
-                        auc_gap = _paired_interval(auc[mine], base_auc[theirs], pair_key, options)
-                        steps_gap = _paired_interval(first[mine], base_first[theirs], pair_key, options)
-                row.update(_columns("auc_vs_baseline", auc_gap))
-                row["auc_distinguishable"] = auc_gap.excludes(0.0) if auc_gap else np.nan
-                row.update(_columns("steps_vs_baseline", steps_gap))
-                row["steps_distinguishable"] = steps_gap.excludes(0.0) if steps_gap else np.nan
-                rows.append(row)
-    return pd.DataFrame(rows, columns=COLUMNS)
+                per_variant[variant] = (seeds, area(rewards), steps_to_threshold(rewards, steps, goal, weight))
+            out[(model, dataset)] = (goal, per_variant)
+    return out
+
+
+def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.DataFrame:
+    """One row per model × training set × variant with a train log: area, steps to the threshold,
+    each with its interval over seeds, and each minus the baseline's, paired by seed, with its verdict."""
+    baseline, level = options["baseline"], float(options["level"])
+    margin = options["equivalence_margin"].get("reward_auc")
+    rows = []
+    for (model, dataset), (goal, per_variant) in run_statistics(config, logs, options).items():
+        method_of = {v: m for m, vs in method_variants(config, model, options).items() for v in vs}
+        runs = logs[(logs["model"] == model) & (logs["dataset"] == dataset)].dropna(subset=["reward"])
+        for variant, (seeds, auc, first) in per_variant.items():
+            row = {"model": model, "dataset": dataset, "method": method_of.get(variant, variant),
+                   "variant": variant, "label": variant_label(config, variant),
+                   "objective": objective(config, variant), "seeds": len(seeds),
+                   "steps": int(runs[runs["variant"] == variant]["step"].max()), "threshold": goal,
+                   **interval_columns("auc", t_interval(auc, level)),
+                   **interval_columns("steps_to_threshold", t_interval(first, level)),
+                   "reached": f"{int(np.sum(first <= runs['step'].max()))}/{len(seeds)}"}
+            auc_gap = steps_gap = None
+            if variant != baseline and baseline in per_variant:
+                auc_gap, steps_gap = paired_gaps(seeds, (auc, first), per_variant[baseline], level)
+            row.update(interval_columns("auc_vs_baseline", auc_gap))
+            row["auc_distinguishable"] = auc_gap.excludes(0.0) if auc_gap else np.nan
+            row.update(interval_columns("steps_vs_baseline", steps_gap))
+            row["steps_distinguishable"] = steps_gap.excludes(0.0) if steps_gap else np.nan
+            row.update(comparison_columns(auc_gap, level, margin, prefix="auc_"))
+            row.update(comparison_columns(steps_gap, level, None, prefix="steps_"))
+            rows.append(row)
+    frame = add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "auc_vs_baseline", FAMILY, level, prefix="auc_")
+    return add_verdicts(frame, "steps_vs_baseline", FAMILY, level, prefix="steps_", lower_is_better=True)
+
+
+def paired_gaps(seeds: list[int], values: tuple[np.ndarray, ...], base: tuple, level: float) -> list[Interval | None]:
+    """Per statistic, the t interval of the per-seed differences with the baseline over the seeds both
+    have (None when they share none)."""
+    base_seeds, *base_values = base
+    shared = [s for s in seeds if s in base_seeds]
+    if not shared:
+        return [None] * len(values)
+    mine, theirs = [seeds.index(s) for s in shared], [base_seeds.index(s) for s in shared]
+    return [t_interval(own[mine] - other[theirs], level) for own, other in zip(values, base_values)]

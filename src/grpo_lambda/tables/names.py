@@ -9,10 +9,10 @@ A name with ``{model}`` stands for one table (or figure) per model of the config
 from __future__ import annotations
 
 TABLES = ("results", "results_by_variant", "checkpoints", "table1", "learning_speed", "final_reward",
-          "training_curves", "table1_published", "appendix_e_{model}", "appendix_e_published", "paired",
-          "completions", "provenance", "missing")
-FIGURES = ("figure1", "figure3", "figure4", "reward_curves", "learning_speed", "kl", "eval_length",
-           "checkpoints_{model}")
+          "training_gain", "training_curves", "table1_published", "appendix_e_{model}", "appendix_e_published",
+          "paired", "completions", "provenance", "missing", "factorial", "diagnostics")
+FIGURES = ("figure1", "figure2", "figure3", "figure4", "reward_curves", "learning_speed", "kl",
+           "appendix_c_{model}", "eval_length", "checkpoints_{model}")
 
 TABLE_FORMATS = ("csv", "md", "tex")
 # The figures' data, one row per drawn point: too long to read as Markdown or LaTeX, and left out of

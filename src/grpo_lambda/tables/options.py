@@ -1,32 +1,46 @@
 """The ``report:`` options of the config (documented in ``grpo_lambda.tables``), merged over their
-defaults and checked."""
+defaults and checked; ``grpo_lambda.config.validate`` runs the same checks before any job."""
 
 from __future__ import annotations
 
+import logging
+
+from grpo_lambda.tables.keys import METRICS
+
+log = logging.getLogger(__name__)
+
 REPORT_DEFAULTS = {
-    "bootstrap": 1000,
     "level": 0.95,
-    "seed": 0,
     "baseline": None,
     "grpo_lambda_variant": {"style": "recent", "update": "trace"},
     "figure1_model": None,
+    "figure1_dataset": None,
+    "figure4_datasets": None,
     "smoothing": "auto",
     "final_window": 20,
     "metric": "greedy",
+    "equivalence_margin": {},
+    "factorial": None,
 }
+# Options of the bootstrap the intervals once were; accepted so that older configs still run, and unused.
+RETIRED = ("bootstrap", "seed")
 SELECTOR_FIELDS = ("objective", "lam", "gamma", "style", "form", "update", "eps")
 FIGURE1_PAPER_MODEL = "DeepSeek-R1-Distill-Qwen-7B"
-
+MARGIN_METRICS = ("accuracy", "reward_auc")
+# The paper's Figure 1 is one cell: the 7B model trained on MathRL-16K (the registry's name).
+FIGURE1_PAPER_DATASET = "mathrl16k"
 
 
 def report_options(config: dict) -> dict:
     """``config["report"]`` merged over REPORT_DEFAULTS and checked; errors name the key."""
-    options = {**REPORT_DEFAULTS, **(config.get("report") or {})}
+    given = dict(config.get("report") or {})
+    for key in RETIRED:
+        if given.pop(key, None) is not None:
+            log.info("report.%s is not used: the intervals are analytic (grpo_lambda.stats)", key)
+    options = {**REPORT_DEFAULTS, **given}
     unknown = sorted(set(options) - set(REPORT_DEFAULTS))
     if unknown:
         raise ValueError(f"report: unknown option(s) {unknown}; known: {sorted(REPORT_DEFAULTS)}")
-    if not isinstance(options["bootstrap"], int) or options["bootstrap"] < 0:
-        raise ValueError(f"report.bootstrap must be an integer >= 0, got {options['bootstrap']!r}")
     if not 0 < float(options["level"]) < 1:
         raise ValueError(f"report.level must lie in (0, 1), got {options['level']!r}")
     if options["smoothing"] != "auto" and not (isinstance(options["smoothing"], (int, float))
@@ -34,13 +48,8 @@ def report_options(config: dict) -> dict:
         raise ValueError(f"report.smoothing must be 'auto' or a number in [0, 1), got {options['smoothing']!r}")
     if not isinstance(options["final_window"], int) or options["final_window"] < 1:
         raise ValueError(f"report.final_window must be an integer >= 1, got {options['final_window']!r}")
-    if options["metric"] not in ("greedy", "avg"):
-        raise ValueError(f"report.metric must be 'greedy' (the paper's protocol) or 'avg' (avg@k over "
-                         f"evaluation.samples), got {options['metric']!r}")
-    if options["metric"] == "avg" and not (config.get("evaluation") or {}).get("samples"):
-        raise ValueError("report.metric 'avg' needs sampled completions: set evaluation.samples")
-    if options["metric"] == "greedy" and (config.get("evaluation") or {}).get("greedy") is False:
-        raise ValueError("report.metric 'greedy' needs the greedy pass that evaluation.greedy: false leaves out")
+    _check_metric(config, options["metric"])
+    options["equivalence_margin"] = _margins(options["equivalence_margin"])
     if options["baseline"] is None:
         grpo = [name for name, spec in config["variants"].items() if spec["objective"] == "grpo"]
         options["baseline"] = grpo[0] if grpo else next(iter(config["variants"]))
@@ -53,8 +62,109 @@ def report_options(config: dict) -> dict:
     elif options["figure1_model"] not in config["models"]:
         raise ValueError(f"report.figure1_model {options['figure1_model']!r} is not a model "
                          f"(known: {list(config['models'])})")
+    options["figure1_dataset"] = _figure1_dataset(config, options["figure1_model"], options["figure1_dataset"])
+    options["figure4_datasets"] = _dataset_list(config, "figure4_datasets", options["figure4_datasets"])
     options["grpo_lambda_variant"] = _per_model_choice(config, options["grpo_lambda_variant"])
+    options["factorial"] = _factorial(config, options["factorial"])
     return options
+
+
+def _check_metric(config: dict, metric) -> None:
+    if metric not in METRICS:
+        raise ValueError(f"report.metric must be one of {list(METRICS)} ('greedy': the paper's protocol; the "
+                         f"others from evaluation.samples), got {metric!r}")
+    evaluation = config.get("evaluation") or {}
+    if metric != "greedy" and not evaluation.get("samples"):
+        raise ValueError(f"report.metric {metric} needs sampled completions: set evaluation.samples")
+    if metric == "greedy" and evaluation.get("greedy") is False:
+        raise ValueError("report.metric greedy needs the greedy pass that evaluation.greedy: false leaves out; "
+                         "set report.metric: avg")
+
+
+def _margins(margins) -> dict[str, float]:
+    """report.equivalence_margin: {accuracy: x, reward_auc: y}, each optional and > 0."""
+    if margins is None:
+        return {}
+    if not isinstance(margins, dict):
+        raise ValueError(f"report.equivalence_margin must map {list(MARGIN_METRICS)} to margins, got {margins!r}")
+    for metric, margin in margins.items():
+        if metric not in MARGIN_METRICS:
+            raise ValueError(f"report.equivalence_margin.{metric}: not a metric with a margin "
+                             f"(known: {list(MARGIN_METRICS)})")
+        if isinstance(margin, bool) or not isinstance(margin, (int, float)) or not margin > 0:
+            raise ValueError(f"report.equivalence_margin.{metric} must be a number > 0, got {margin!r}")
+    return {metric: float(margin) for metric, margin in margins.items()}
+
+
+def _factorial(config: dict, design) -> dict | None:
+    """report.factorial: two factors and the variant of each of their four level combinations.
+
+        factorial:
+          factors: [trace, clamp]
+          cells:
+            grpo: {trace: false, clamp: false}
+            grpo-clamp: {trace: false, clamp: true}
+            ...
+
+    Normalised to {"factors": (a, b), "cells": {(a_on, b_on): variant}}.
+    """
+    if design is None:
+        return None
+    where = "report.factorial"
+    if not isinstance(design, dict) or set(design) != {"factors", "cells"}:
+        raise ValueError(f"{where} must have exactly the keys 'factors' and 'cells', got {design!r}")
+    factors = design["factors"]
+    if (not isinstance(factors, list) or len(factors) != 2 or len(set(factors)) != 2
+            or not all(isinstance(f, str) and f for f in factors)):
+        raise ValueError(f"{where}.factors must name two different factors, got {factors!r}")
+    cells = design["cells"]
+    if not isinstance(cells, dict):
+        raise ValueError(f"{where}.cells must map variants to their factor levels, got {cells!r}")
+    by_levels: dict[tuple[bool, bool], str] = {}
+    for variant, levels in cells.items():
+        if variant not in config["variants"]:
+            raise ValueError(f"{where}.cells: {variant!r} is not a variant (known: {list(config['variants'])})")
+        if (not isinstance(levels, dict) or set(levels) != set(factors)
+                or not all(isinstance(levels[f], bool) for f in factors)):
+            raise ValueError(f"{where}.cells.{variant} must give each factor of {factors} true or false, "
+                             f"got {levels!r}")
+        key = (levels[factors[0]], levels[factors[1]])
+        if key in by_levels:
+            raise ValueError(f"{where}.cells: {by_levels[key]!r} and {variant!r} are the same cell "
+                             f"({factors[0]}: {key[0]}, {factors[1]}: {key[1]}); each cell needs exactly one variant")
+        by_levels[key] = variant
+    missing = [key for key in [(a, b) for a in (False, True) for b in (False, True)] if key not in by_levels]
+    if missing:
+        empty = ", ".join(f"{factors[0]}: {a}, {factors[1]}: {b}" for a, b in missing)
+        raise ValueError(f"{where}.cells: no variant for {empty}; each of the four cells needs exactly one variant")
+    return {"factors": tuple(factors), "cells": by_levels}
+
+
+def _figure1_dataset(config: dict, model: str, choice) -> str:
+    """report.figure1_dataset: a training set of Figure 1's model, or "mean" (over its training sets).
+
+    Default: the paper's cell (the model's MathRL-16K set) when the model trains on it, else its only
+    training set, else "mean".
+    """
+    datasets = config["models"][model].get("datasets") or list(config["datasets"])
+    if choice is None:
+        paper = [d for d in datasets if config["datasets"][d].get("name", d) == FIGURE1_PAPER_DATASET]
+        return paper[0] if paper else datasets[0] if len(datasets) == 1 else "mean"
+    if choice != "mean" and choice not in datasets:
+        raise ValueError(f"report.figure1_dataset {choice!r} is neither 'mean' nor a training set of "
+                         f"report.figure1_model {model!r} (its training sets: {datasets})")
+    return choice
+
+
+def _dataset_list(config: dict, key: str, choice) -> list[str]:
+    """A list of training sets (default: every one of the config)."""
+    if choice is None:
+        return list(config["datasets"])
+    unknown = [d for d in choice if d not in config["datasets"]] if isinstance(choice, list) else None
+    if unknown is None or unknown or not choice:
+        raise ValueError(f"report.{key} must be a non-empty list of training sets "
+                         f"(known: {list(config['datasets'])}), got {choice!r}")
+    return list(choice)
 
 
 def _per_model_choice(config: dict, choice) -> dict:

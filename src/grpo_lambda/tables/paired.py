@@ -1,45 +1,60 @@
-"""The ``paired`` table: each method minus the baseline over the same problems, with its interval."""
+"""The ``paired`` table: each method minus the baseline, paired by training seed and by problem, with its
+interval, p-values, minimum detectable effect and verdict (:mod:`grpo_lambda.tables.verdicts`)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.tables.cells import Cells, _estimate, _interval_columns, _scaled, _targets
+from grpo_lambda.stats import Term
+from grpo_lambda.tables.cells import Cells, estimate, interval_columns, scaled, targets
 from grpo_lambda.tables.keys import ALL_DATASETS, FINAL
 from grpo_lambda.tables.labels import method_label, method_variants, variant_label
-from grpo_lambda.tables.table1 import _method_terms
+from grpo_lambda.tables.table1 import method_terms
+from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns
+
+COLUMNS = ["model", "dataset", "method", "label", "baseline", "benchmark", "accuracy", "baseline_accuracy",
+           "diff", "diff_low", "diff_high", "distinguishable", "seeds", "df", "p", "p_holm", "p_equivalence",
+           "p_equivalence_holm", "mde", "verdict"]
+# Holm's family: every method against one baseline on one metric (a benchmark, or the average).
+FAMILY = ["model", "dataset", "baseline", "benchmark"]
+
+
+def seed_count(terms: list[Term]) -> int:
+    """How many training runs (SFT model × seed) the terms hold."""
+    return len({(term.seeds, row) for term in terms for row in term.rows})
+
 
 def paired_table(cells: Cells, config: dict, options: dict) -> pd.DataFrame:
-    """Each variant minus the baseline per model × dataset, and each Table 1 method minus the
-    baseline over all training sets (dataset ``all``), paired over problems."""
+    """Each variant minus the baseline per model × dataset, and each Table 1 method minus the baseline
+    over all training sets (dataset ``all``): paired over problems, and over training seeds, since a
+    variant and the baseline with the same seed start from the same SFT model (grpo_lambda.stats)."""
     baseline = options["baseline"]
-    benchmarks = list(config["benchmarks"])
+    level, margin = float(options["level"]), options["equivalence_margin"].get("accuracy")
     rows = []
 
     def add(model, dataset, method, label, variants, datasets):
-        for target, members in _targets(benchmarks):
+        for target, members in targets(config["benchmarks"]):
             common = [d for d in datasets if cells.terms(model, d, baseline, FINAL, members)
                       and any(cells.terms(model, d, v, FINAL, members) for v in variants)]
-            treated, _ = _method_terms(cells, config, model, variants, members, common)
-            base, _ = _method_terms(cells, config, model, [baseline], members, common)
+            treated, _ = method_terms(cells, model, variants, members, common)
+            base, _ = method_terms(cells, model, [baseline], members, common)
             if not treated or not base:
                 continue
-            diff = cells.interval(treated + _scaled(base, -1.0))
+            diff = cells.interval(treated + scaled(base, -1.0))
             rows.append({"model": model, "dataset": dataset, "method": method, "label": label,
                          "baseline": baseline, "benchmark": target,
-                         "accuracy": _estimate(treated), "baseline_accuracy": _estimate(base),
-                         **_interval_columns("diff", diff), "distinguishable": diff.excludes(0.0)})
+                         "accuracy": estimate(treated), "baseline_accuracy": estimate(base),
+                         **interval_columns("diff", diff), "distinguishable": diff.excludes(0.0),
+                         "seeds": seed_count(treated), **comparison_columns(diff, level, margin)})
 
     for model in config["models"]:
         datasets = model_datasets(config, model)
-        others = [v for v in model_variants(config, model) if v != baseline]
         for dataset in datasets:
-            for variant in others:
-                add(model, dataset, variant, variant_label(config, variant), [variant], [dataset])
+            for variant in model_variants(config, model):
+                if variant != baseline:
+                    add(model, dataset, variant, variant_label(config, variant), [variant], [dataset])
         for method, variants in method_variants(config, model, options).items():
-            if method != "grpo":
-                add(model, ALL_DATASETS, method, method_label(config, method), variants, datasets)
-    columns = ["model", "dataset", "method", "label", "baseline", "benchmark", "accuracy", "baseline_accuracy",
-               "diff", "diff_low", "diff_high", "distinguishable"]
-    return pd.DataFrame(rows, columns=columns)
+            if method != "grpo" and variants != [baseline]:
+                add(model, ALL_DATASETS, method, method_label(config, method, variants), variants, datasets)
+    return add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "diff", FAMILY, level)

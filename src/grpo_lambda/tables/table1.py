@@ -7,21 +7,21 @@ import pandas as pd
 
 from grpo_lambda.config import model_datasets
 from grpo_lambda.stats import Term
-from grpo_lambda.tables.cells import Cells, _interval_columns, _scaled, _targets
+from grpo_lambda.tables.cells import Cells, interval_columns, scaled, targets
 from grpo_lambda.tables.keys import AVERAGE, FINAL, SFT
 from grpo_lambda.tables.labels import method_label, method_variants
 
-def _method_terms(cells: Cells, config: dict, model: str, variants: list[str], members: list[str],
-                  datasets: list[str]) -> tuple[list[Term] | None, list[str]]:
+def method_terms(cells: Cells, model: str, variants: list[str], members: list[str],
+                 datasets: list[str]) -> tuple[list[Term] | None, list[str]]:
     """Terms of the mean over ``datasets`` of the mean over ``variants`` (those present)."""
     per_dataset = {}
     for dataset in datasets:
         present = [terms for v in variants if (terms := cells.terms(model, dataset, v, FINAL, members))]
         if present:
-            per_dataset[dataset] = [t for terms in present for t in _scaled(terms, 1.0 / len(present))]
+            per_dataset[dataset] = [t for terms in present for t in scaled(terms, 1.0 / len(present))]
     if not per_dataset:
         return None, []
-    return [t for terms in per_dataset.values() for t in _scaled(terms, 1.0 / len(per_dataset))], list(per_dataset)
+    return [t for terms in per_dataset.values() for t in scaled(terms, 1.0 / len(per_dataset))], list(per_dataset)
 
 
 def table1(cells: Cells, config: dict, options: dict) -> pd.DataFrame:
@@ -36,15 +36,16 @@ def table1(cells: Cells, config: dict, options: dict) -> pd.DataFrame:
         methods = {SFT: [SFT], **method_variants(config, model, options)}
         for method, variants in methods.items():
             row = {"model": model, "paper_name": config["models"][model].get("paper_name", ""),
-                   "method": method, "label": method_label(config, method), "variants": " ".join(variants)}
+                   "method": method, "label": method_label(config, method, variants),
+                   "variants": " ".join(variants)}
             used: list[str] = []
             for target, members in [(AVERAGE, benchmarks)] + [(b, [b]) for b in benchmarks]:
-                terms, present = _method_terms(cells, config, model, variants, members, datasets)
-                row.update(_interval_columns(target, cells.interval(terms) if terms else None))
+                terms, present = method_terms(cells, model, variants, members, datasets)
+                row.update(interval_columns(target, cells.interval(terms) if terms else None))
                 if target == AVERAGE:
                     used = present
             row["datasets"] = " ".join(used)
-            if any(not pd.isna(row[t]) for t, _ in _targets(benchmarks)):
+            if any(not pd.isna(row[t]) for t, _ in targets(benchmarks)):
                 rows.append(row)
     columns = ["model", "paper_name", "method", "label", "variants", "datasets"] + [
         c for t in [AVERAGE] + benchmarks for c in (t, f"{t}_low", f"{t}_high")]

@@ -33,13 +33,20 @@ def _display(frame: pd.DataFrame) -> pd.DataFrame:
         elif pd.api.types.is_float_dtype(values) and column in ("seed", "n", "step"):
             # Whole numbers that a missing value (the SFT row's seed) turned into floats.
             out[column] = values.map(lambda v: "–" if pd.isna(v) else str(int(v)))
+        elif pd.api.types.is_float_dtype(values) and _is_p_value(column):
+            out[column] = values.map(lambda v: "–" if pd.isna(v) else "<0.001" if v < 0.001 else f"{v:.3f}")
         elif pd.api.types.is_float_dtype(values):
-            digits = 1 if "length" in column else 3
+            digits = 1 if "length" in column or column.endswith("df") else 3
             out[column] = values.map(lambda v: "–" if pd.isna(v) else f"{v:.{digits}f}")
         else:
             out[column] = values.map(lambda v: "–" if v is None or (not isinstance(v, str) and pd.isna(v))
                                      else str(v))
     return out
+
+
+def _is_p_value(column: str) -> bool:
+    """p, p_holm, auc_p, gain_p_equivalence_holm, ...: the p-value columns (grpo_lambda.tables.verdicts)."""
+    return column == "p" or column.startswith("p_") or "_p_" in column or column.endswith("_p")
 
 
 def _number(value: float) -> str:

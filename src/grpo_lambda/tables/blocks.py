@@ -1,0 +1,318 @@
+"""The generated blocks of the published runs' pages: verdicts written by code from the tables, never by
+hand. A Markdown file holds a block between two markers,
+
+    <!-- generated: compare-run/comparison -->
+    ...
+    <!-- end generated -->
+
+named ``<run>/<block>`` with ``<run>`` the folder under docs/ (``default-run``, ``compare-run``,
+``clamp-trace-run``). ``scripts/publish_run.py`` fills every block of the run it publishes, in README.md
+and docs/**/*.md, from the tables it rebuilt from the run's raw files; tests/test_publish_run.py fails
+when a committed block differs from what this module writes from the committed raw files.
+
+The blocks (:func:`run_blocks`): ``headline`` (Table 1's average accuracies, the paired GRPO-λ gap and,
+where docs/<run>/spread.csv holds them, the predictions for a run on another machine), ``summary``
+(the verdicts, as sentences), ``comparison`` (every line against the baseline: accuracy and
+training-reward AUC), ``factorial`` (the effects of report.factorial), ``diagnostics`` (clip
+fractions, entropy, KL, DAPO's dropped groups) and ``provenance`` (what made the run).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+import pandas as pd
+
+from grpo_lambda.tables.keys import ALL_DATASETS, AVERAGE
+from grpo_lambda.tables.labels import variant_label
+from grpo_lambda.tables.options import report_options
+from grpo_lambda.tables.verdicts import AHEAD, BEHIND, EQUIVALENT, UNRESOLVED
+
+MARKER = re.compile(r"<!-- generated: (?P<name>[\w.-]+/[\w.-]+) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
+BLOCKS = ("headline", "summary", "comparison", "factorial", "diagnostics", "provenance")
+VERDICT_ORDER = (AHEAD, BEHIND, EQUIVALENT, UNRESOLVED)
+
+
+def find_blocks(text: str) -> list[tuple[str, str]]:
+    """(name, body) of every generated block of a Markdown text, in order."""
+    return [(match["name"], match["body"]) for match in MARKER.finditer(text)]
+
+
+def fill_blocks(text: str, generated: dict[str, str], run: str) -> str:
+    """``text`` with the body of every block of ``run`` replaced by ``generated[name]``; a block of the run
+    that names no known block is an error, blocks of other runs are left as they are."""
+    def replace(match: re.Match) -> str:
+        name = match["name"]
+        if name.split("/")[0] != run:
+            return match[0]
+        if name not in generated:
+            raise ValueError(f"generated block {name!r}: no such block (known: {sorted(generated)})")
+        return f"<!-- generated: {name} -->\n{generated[name]}<!-- end generated -->"
+    return MARKER.sub(replace, text)
+
+
+def run_blocks(run: str, config: dict, tables: dict[str, pd.DataFrame], info: dict,
+               spread: pd.DataFrame | None = None) -> dict[str, str]:
+    """Every block of ``run``, by name, from its tables, its provenance (``info``, run.json) and the
+    spread across SFT seeds where measured."""
+    options = report_options(config)
+    makers = {"headline": lambda: _headline(config, tables, options, spread),
+              "summary": lambda: _summary(config, tables, options),
+              "comparison": lambda: _comparison(config, tables, options),
+              "factorial": lambda: _factorial(tables["factorial"], options),
+              "diagnostics": lambda: _diagnostics(tables["diagnostics"]),
+              "provenance": lambda: _provenance(info)}
+    return {f"{run}/{name}": makers[name]() for name in BLOCKS}
+
+
+# --- numbers as text -------------------------------------------------------------------------------
+
+def _level(value) -> str:
+    return "–" if pd.isna(value) else f"{value:.3f}"
+
+
+def _signed(value) -> str:
+    return "–" if pd.isna(value) else f"{value:+.3f}".replace("-", "−")
+
+
+def _interval(value, low, high, signed: bool = False) -> str:
+    show = _signed if signed else _level
+    if pd.isna(value):
+        return "–"
+    return show(value) if pd.isna(low) else f"{show(value)} [{show(low)}, {show(high)}]"
+
+
+def _p(value) -> str:
+    return "–" if pd.isna(value) else "<0.001" if value < 0.001 else f"{value:.3f}"
+
+
+def _table(header: list[str], rows: list[list[str]]) -> str:
+    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
+    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
+
+
+def _groups(frame: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
+    """The frame's rows per model × training set, in order."""
+    if frame.empty:
+        return []
+    return list(frame.groupby(["model", "dataset"], sort=False))
+
+
+def _titled(parts: list[tuple[tuple, str]]) -> str:
+    """One text per model × training set, each under a bold "model / dataset" line when there are several."""
+    if len(parts) == 1:
+        return parts[0][1]
+    return "\n".join(f"**{model} / {dataset}**\n\n{text}" for (model, dataset), text in parts)
+
+
+def _metric_text(config: dict, options: dict) -> str:
+    metric = options["metric"]
+    benchmarks = len(config["benchmarks"])
+    shown = {"greedy": "greedy accuracy", "avg": "avg@k", "pass_at_k": "pass@k", "maj_at_k": "maj@k"}[metric]
+    return f"{shown}, mean of the {benchmarks} benchmarks" if benchmarks > 1 else shown
+
+
+# --- the blocks ------------------------------------------------------------------------------------
+
+def _headline(config: dict, tables: dict, options: dict, spread: pd.DataFrame | None) -> str:
+    """Table 1's average of the first model, the paired GRPO-λ gap per training set, and the prediction
+    for one more run where the spread across SFT seeds was measured."""
+    t1 = tables["table1"]
+    if t1.empty:
+        return "No results yet.\n"
+    model = t1["model"].iloc[0]
+    predictions = {}
+    if spread is not None and not spread.empty:
+        predictions = {row.quantity: (row.prediction_low, row.prediction_high) for row in spread.itertuples()}
+
+    def predicted(quantity: str) -> str:
+        low, high = predictions.get(quantity, (np.nan, np.nan))
+        return "–" if pd.isna(low) else f"[{_level(low)}, {_level(high)}]"
+
+    signed = lambda low, high: "–" if pd.isna(low) else f"[{_signed(low)}, {_signed(high)}]"  # noqa: E731
+    rows = [[row.label, _interval(row.average, row.average_low, row.average_high), predicted(f"accuracy: {row.label}")]
+            for row in t1[t1["model"] == model].itertuples()]
+    paired, speed = tables["paired"], tables["learning_speed"]
+    chosen = t1[(t1["model"] == model) & (t1["method"] == "grpo_lambda")]["variants"]
+    for variant in (chosen.iloc[0].split() if len(chosen) else []):
+        gaps = paired[(paired["model"] == model) & (paired["method"] == variant) & (paired["dataset"] != ALL_DATASETS)
+                      & (paired["benchmark"] == AVERAGE)]
+        for gap in gaps.itertuples():
+            quantity = f"paired accuracy: {gap.label} − {gap.baseline}"
+            low, high = predictions.get(quantity, (np.nan, np.nan))
+            rows.append([f"{gap.label} − {variant_label(config, gap.baseline)}, paired",
+                         f"{_interval(gap.diff, gap.diff_low, gap.diff_high, True)}, Holm p {_p(gap.p_holm)}: "
+                         f"**{gap.verdict}**", signed(low, high)])
+        auc = speed[(speed["model"] == model) & (speed["variant"] == variant)]
+        for row in auc.itertuples():
+            low, high = predictions.get(f"paired reward AUC: {row.label}", (np.nan, np.nan))
+            rows.append([f"training-reward AUC, {row.label} − {variant_label(config, options['baseline'])}",
+                         f"{_interval(row.auc_vs_baseline, row.auc_vs_baseline_low, row.auc_vs_baseline_high, True)}, "
+                         f"Holm p {_p(row.auc_p_holm)}: **{row.auc_verdict}**", signed(low, high)])
+    return _table(["", "this run (one SFT model)", "a run on your machine should fall in (95% prediction)"], rows)
+
+
+def _verdict_sentence(what: str, rows: pd.DataFrame, estimate: str, verdict: str, mde: str) -> str:
+    """"what: ahead: A (+x [lo, hi]), ...; not distinguishable: ..." with each line named, or, for more
+    than four lines of one verdict, their count and range (and for the undecided their detectable gap)."""
+    parts = []
+    for word in VERDICT_ORDER:
+        chosen = rows[rows[verdict] == word]
+        if chosen.empty:
+            continue
+        if len(chosen) > 4:
+            note = (f"; smallest gap detectable at 80% power {_level(chosen[mde].min())} to {_level(chosen[mde].max())}"
+                    if word == UNRESOLVED else "")
+            parts.append(f"**{word}**: {len(chosen)} lines ({_signed(chosen[estimate].min())} to "
+                         f"{_signed(chosen[estimate].max())}{note})")
+            continue
+        named = ", ".join(
+            f"{row['label']} ({_interval(row[estimate], row[f'{estimate}_low'], row[f'{estimate}_high'], True)})"
+            for _, row in chosen.iterrows())
+        parts.append(f"**{word}**: {named}")
+    return f"- {what}: " + "; ".join(parts) + ".\n" if parts else ""
+
+
+def _count(count: int, what: str) -> str:
+    return f"{count} {what}{'s' if count != 1 else ''}"
+
+
+def _lines(count: int) -> str:
+    return _count(count, "line")
+
+
+def _summary(config: dict, tables: dict, options: dict) -> str:
+    baseline = variant_label(config, options["baseline"])
+    paired = tables["paired"]
+    paired = paired[(paired["dataset"] != ALL_DATASETS) & (paired["benchmark"] == AVERAGE)]
+    speed = tables["learning_speed"].dropna(subset=["auc_vs_baseline"])
+    gains = tables["results_by_variant"]
+    gains = gains[(gains["benchmark"] == AVERAGE) & gains["gain"].notna()]
+    texts: dict[tuple, str] = {}
+    for key, rows in _groups(gains):
+        texts[key] = _verdict_sentence(f"Accuracy ({_metric_text(config, options)}) gained over SFT, Holm over "
+                                       f"{_lines(len(rows))}", rows, "gain", "gain_verdict", "gain_mde")
+    for key, rows in _groups(paired):
+        seeds = int(rows["seeds"].max())
+        texts[key] = texts.get(key, "") + _verdict_sentence(
+            f"Accuracy against {baseline}, {seeds} seeds paired, Holm over {_lines(len(rows))}", rows, "diff",
+            "verdict", "mde")
+        auc = speed[(speed["model"] == key[0]) & (speed["dataset"] == key[1])]
+        texts[key] += _verdict_sentence(f"Training-reward AUC against {baseline}", auc, "auc_vs_baseline",
+                                        "auc_verdict", "auc_mde")
+    for key, rows in _groups(tables["factorial"]):
+        for name, frame in (("accuracy", rows[(rows["metric"] == "accuracy") & (rows["benchmark"] == AVERAGE)]),
+                            ("training-reward AUC", rows[rows["metric"] == "reward_auc"])):
+            if not frame.empty:
+                effects = "; ".join(f"{row.effect} {_interval(row.estimate, row.estimate_low, row.estimate_high, True)}"
+                                    f" **{row.verdict}**" for row in frame.itertuples())
+                texts[key] = texts.get(key, "") + f"- 2 × 2 effects on {name} (Holm over the three): {effects}.\n"
+    return _titled(list(texts.items())) if texts else "No comparison yet.\n"
+
+
+def _comparison(config: dict, tables: dict, options: dict) -> str:
+    baseline, shown = options["baseline"], variant_label(config, options["baseline"])
+    by_variant, paired, speed = tables["results_by_variant"], tables["paired"], tables["learning_speed"]
+    by_variant = by_variant[by_variant["benchmark"] == AVERAGE].set_index(["model", "dataset", "variant"])
+    paired = paired[(paired["dataset"] != ALL_DATASETS) & (paired["benchmark"] == AVERAGE)]
+    paired = paired.set_index(["model", "dataset", "method"])
+    speed = speed.set_index(["model", "dataset", "variant"])
+    header = ["line", "label", "accuracy [95% CI]", f"− {shown} [95% CI]", "Holm p", "MDE", "verdict",
+              "training-reward AUC", f"− {shown} [95% CI]", "Holm p", "verdict"]
+    parts = []
+    for (model, dataset), rows in _groups(by_variant.reset_index()):
+        lines = []
+        for row in rows.itertuples():
+            if row.variant == "sft":
+                continue
+            key = (model, dataset, row.variant)
+            gap = paired.loc[key] if key in paired.index else None
+            auc = speed.loc[key] if key in speed.index else None
+            cells = [f"`{row.variant}`", row.label, _interval(row.accuracy, row.accuracy_low, row.accuracy_high)]
+            if gap is None:
+                cells += ["—", "—", "—", "baseline" if row.variant == baseline else "–"]
+            else:
+                cells += [_interval(gap["diff"], gap["diff_low"], gap["diff_high"], True), _p(gap["p_holm"]),
+                          _level(gap["mde"]), gap["verdict"] or "–"]
+            if auc is None:
+                cells += ["–", "–", "–", "–"]
+            else:
+                is_base = row.variant == baseline
+                cells += [_level(auc["auc"]),
+                          "—" if is_base else _interval(auc["auc_vs_baseline"], auc["auc_vs_baseline_low"],
+                                                        auc["auc_vs_baseline_high"], True),
+                          "—" if is_base else _p(auc["auc_p_holm"]),
+                          "baseline" if is_base else (auc["auc_verdict"] or "–")]
+            lines.append(cells)
+        parts.append(((model, dataset), _table(header, lines)))
+    return _titled(parts) if parts else "No results yet.\n"
+
+
+def _factorial(factorial: pd.DataFrame, options: dict) -> str:
+    if factorial.empty:
+        return "No 2 × 2 design (report.factorial) in this run.\n"
+    header = ["effect", "what it contrasts", "accuracy [95% CI]", "Holm p", "MDE", "verdict",
+              "training-reward AUC [95% CI]", "Holm p", "MDE", "verdict"]
+    parts = []
+    for key, rows in _groups(factorial):
+        accuracy = rows[(rows["metric"] == "accuracy") & (rows["benchmark"] == AVERAGE)].set_index("effect")
+        auc = rows[rows["metric"] == "reward_auc"].set_index("effect")
+        lines = []
+        for effect in dict.fromkeys(rows["effect"]):
+            cells = [effect, rows[rows["effect"] == effect]["contrast"].iloc[0]]
+            for frame in (accuracy, auc):
+                if effect in frame.index:
+                    r = frame.loc[effect]
+                    cells += [_interval(r["estimate"], r["estimate_low"], r["estimate_high"], True), _p(r["p_holm"]),
+                              _level(r["mde"]), r["verdict"] or "–"]
+                else:
+                    cells += ["–"] * 4
+            lines.append(cells)
+        parts.append((key, _table(header, lines)))
+    return _titled(parts)
+
+
+DIAGNOSTIC_NAMES = {"clip_ratio_region": "clipped (either side)", "clip_ratio_low": "clipped below",
+                    "clip_ratio_high": "clipped above", "entropy": "entropy", "kl": "KL",
+                    "frac_reward_zero_std": "groups without signal", "dropped_groups": "groups dropped per step"}
+
+
+def _diagnostics(diagnostics: pd.DataFrame) -> str:
+    if diagnostics.empty:
+        return "No training logs.\n"
+    shown = [name for name in DIAGNOSTIC_NAMES if diagnostics[name].notna().any()]
+    header = ["line", *[DIAGNOSTIC_NAMES[name] for name in shown]]
+    parts = []
+    for key, rows in _groups(diagnostics):
+        lines = [[row["label"], *[_interval(row[name], row[f"{name}_low"], row[f"{name}_high"]) for name in shown]]
+                 for _, row in rows.iterrows()]
+        parts.append((key, _table(header, lines)))
+    return _titled(parts)
+
+
+def _state(dirty: bool) -> str:
+    return "with uncommitted changes" if dirty else "clean"
+
+
+def _provenance(info: dict) -> str:
+    made, cells = info.get("made_by", {}), info.get("cells", {})
+    commits = ", ".join(f"`{commit[:12]}{'+changes' if commit.endswith('+changes') else ''}`"
+                        for commit in made.get("commits", [])) or "unknown"
+    versions = ", ".join(f"{name} {version}" for name, version in made.get("libraries", {}).items()) or "unknown"
+    lines = [f"- Config `{info.get('config', '?')}` (sha256 of the validated config "
+             f"`{info.get('config_sha256', '?')[:12]}`): {cells.get('rl', '?')} RL cells, "
+             f"{cells.get('evaluated', '?')} evaluated cell × benchmark files.",
+             f"- Trained and evaluated by commit {commits} ({_state(made.get('dirty'))}); {versions}."]
+    timing = info.get("time", {})
+    stages = timing.get("stages", {})
+    if stages:
+        lines.append("- Jobs: " + "; ".join(
+            f"{stage} {_count(spent['jobs'], 'job')}, {spent['wall_seconds'] / 60:.1f} min wall, "
+            f"{spent['cpu_seconds'] / 60:.1f} min CPU" for stage, spent in stages.items()) + ".")
+    if timing.get("wall_seconds"):
+        lines.append(f"- The whole study: {timing['wall_seconds'] / 60:.1f} min wall (wall_seconds.txt).")
+    published = info.get("published_with", {})
+    lines.append(f"- Tables rebuilt from `raw/` by commit `{str(published.get('commit', 'unknown'))[:12]}` "
+                 f"({_state(published.get('dirty'))}).")
+    return "\n".join(lines) + "\n"

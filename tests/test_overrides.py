@@ -1,0 +1,133 @@
+"""A study's config as users type it: several files merged as Snakemake merges them, overrides from
+`snakemake --config` and `grpo-lambda --set` given the schema's types, YAML 1.2 numbers; the CLI and
+Snakemake read the same study from the same words."""
+
+import json
+import shlex
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from grpo_lambda import config as study
+
+CONFIG = ROOT / "config" / "config.yaml"
+
+
+def test_a_yaml_number_without_a_point_is_a_number(tmp_path):
+    text = CONFIG.read_text()
+    assert "learning_rate: 3.0e-5" in text
+    path = tmp_path / "study.yaml"
+    path.write_text(text.replace("learning_rate: 3.0e-5", "learning_rate: 3e-5").replace(
+        "learning_rate: 1.0e-3", "learning_rate: 1E-3"))
+    assert yaml.safe_load(path.read_text())["rl"]["learning_rate"] == "3e-5"  # YAML 1.1, as PyYAML reads it
+    config = study.load(path)
+    assert config["rl"]["learning_rate"] == 3e-5 and config["sft"]["learning_rate"] == 1e-3
+    for text, value in (("1e5", 1e5), ("-2.5E+3", -2500.0), ("1_000e-3", 1.0), (".5e1", 5.0), ("12", 12),
+                        ("e5", "e5"), ("1e", "1e"), ("0x10", 16), ("3.0", 3.0)):
+        assert yaml.load(f"x: {text}", Loader=study._StrictLoader)["x"] == value, text
+
+
+def test_merge_is_snakemakes_update_config():
+    from snakemake.utils import update_config
+
+    cases = [
+        ({"rl": {"max_steps": 25, "trl": {"a": 1}}, "seeds": [0, 1]}, {"rl": {"max_steps": 5}, "seeds": [7]}),
+        ({"rl": {"log_completions": {"every": 5}}}, {"rl": {"log_completions": None}}),
+        ({"rl": None}, {"rl": {"beta": 0.1}}),
+        ({"models": {"a": {"rl": {"beta": 0}}}}, {"models": {"b": {"source": "tiny"}, "a": {"rl": {"epsilon": 1}}}}),
+        ({"x": [1, {"y": 2}]}, {"x": {"z": 3}}),
+        ({"x": {"y": 1}}, {"x": [1]}),
+    ]
+    for base, overlay in cases:
+        ours, theirs = json.loads(json.dumps(base)), json.loads(json.dumps(base))
+        update_config(theirs, json.loads(json.dumps(overlay)))
+        assert study.merge(ours, overlay) == theirs, (base, overlay)
+
+
+@pytest.mark.parametrize("entry", ["rl={max_steps: 5}", "seeds=[0]", "seeds=[0, 2]", "results=2024",
+                                   "results=out-1", "xy=True", "xy=1.5", "xy=", "xy={a: {b: [1, 'c']}}", "xy=null",
+                                   "xy=3e-5", "xy=a=b"])
+def test_a_set_value_is_read_as_snakemake_reads_config(entry):
+    from snakemake.cli import parse_config
+
+    key, _, value = entry.partition("=")
+    assert study.override_value(value) == parse_config([entry])[key]
+
+
+def test_overrides_take_the_schemas_types():
+    coerced = study.coerce_override({"rl": {"max_steps": "5", "learning_rate": "3e-5", "bf16": "true",
+                                            "log_completions": "null", "report_to": ["tensorboard"],
+                                            "trl": {"top_k": "10", "mask_truncated_completions": "False",
+                                                    "generation_kwargs": "x"}},
+                                     "seeds": ["0", "1"], "results": 2024,
+                                     "variants": {"v": {"objective": "grpo", "oar_method": "null", "epsilon_high": "0.28",
+                                                        "label": "2"}},
+                                     "models": {"m": {"lora": {"target_modules": "all-linear", "r": "8"}}}})
+    assert coerced["rl"] == {"max_steps": 5, "learning_rate": 3e-5, "bf16": True, "log_completions": None,
+                             "report_to": ["tensorboard"],
+                             "trl": {"top_k": 10, "mask_truncated_completions": False, "generation_kwargs": "x"}}
+    assert coerced["seeds"] == [0, 1] and coerced["results"] == "2024"
+    assert coerced["variants"]["v"] == {"objective": "grpo", "oar_method": None, "epsilon_high": 0.28, "label": "2"}
+    assert coerced["models"]["m"]["lora"] == {"target_modules": "all-linear", "r": 8}
+    # a value no type fits stays as written, for the schema to name
+    assert study.coerce_override({"rl": {"max_steps": "five"}}) == {"rl": {"max_steps": "five"}}
+
+
+def test_set_takes_a_dotted_key_or_snakemakes_form():
+    base = study.read_yaml(CONFIG)
+    assert study.parse_override("rl.max_steps=5", base) == {"rl": {"max_steps": 5}}
+    assert study.parse_override("rl={max_steps: 5}", base) == {"rl": {"max_steps": "5"}}
+    with_dots = {"models": {"qwen-1.5b": {"source": "tiny"}}}
+    assert study.parse_override("models.qwen-1.5b.rl.beta=0.1", with_dots) == {
+        "models": {"qwen-1.5b": {"rl": {"beta": 0.1}}}}
+    for bad in ("rl.max_steps", "=5", "rl..max_steps=5"):
+        with pytest.raises(study.ConfigError, match="expected KEY=VALUE"):
+            study.parse_override(bad, base)
+    config = study.load(CONFIG, ["rl.max_steps=5", "seeds=[0]", "rl={learning_rate: 1e-4}", "rl.trl.top_k=3"])
+    assert (config["rl"]["max_steps"], config["seeds"], config["rl"]["learning_rate"], config["rl"]["trl"]) == (
+        5, [0], 1e-4, {"top_k": 3})
+    assert config["rl"]["num_generations"] == 8  # the rest of rl: stays
+    with pytest.raises(study.ConfigError, match=r"rl\.max_steps.*'five' is not of type 'integer'"):
+        study.load(CONFIG, ["rl.max_steps=five"])
+
+
+def test_snakemake_plans_with_overrides_as_users_type_them(tmp_path):
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--snakefile", str(ROOT / "Snakefile"),
+                           "--directory", str(tmp_path), "--configfile", str(CONFIG),
+                           "--config", "rl={max_steps: 5}", "seeds=[0]"],
+                          capture_output=True, text=True, timeout=300)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    train = [line for line in plan.stdout.splitlines() if "grpo-lambda train --settings" in line]
+    assert len(train) == 2 and all("/seed0 " in line for line in train)  # 2 variants x the one seed
+    settings = json.loads(shlex.split(train[0].split("Shell command: ", 1)[-1])[3])
+    assert settings["rl"]["max_steps"] == 5 and isinstance(settings["rl"]["max_steps"], int)
+
+
+def _snakemake_config(workdir, words):
+    """The validated config Snakemake holds, read back from the aggregate job's --settings (the whole study)."""
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n", "-p", "--snakefile", str(ROOT / "Snakefile"),
+                           "--directory", str(workdir), *words], capture_output=True, text=True, timeout=300)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+    (line,) = [line for line in plan.stdout.splitlines() if "grpo-lambda aggregate --settings" in line]
+    words = shlex.split(line.split("Shell command: ", 1)[-1])
+    return json.loads(words[words.index("--settings") + 1])
+
+
+def test_the_cli_and_snakemake_read_the_same_study_from_the_same_files_and_overrides(tmp_path, cli):
+    overlay = tmp_path / "overlay.yaml"
+    overlay.write_text("rl:\n  learning_rate: 5e-6\n  trl: {top_k: 4}\nseeds: [3]\nevaluation: {samples: 2}\n")
+    files = [str(CONFIG), str(ROOT / "config" / "protocols" / "greedy.yaml"), str(overlay)]
+    ours = subprocess.run([cli, "validate", "--show", "--configfile", *files, "--set", "rl={max_steps: 4}",
+                           "--set", "variants.grpo.epsilon_high=0.28"], capture_output=True, text=True, timeout=120,
+                          cwd=tmp_path)
+    assert ours.returncode == 0, ours.stderr
+    theirs = _snakemake_config(tmp_path, ["--configfile", *files, "--config", "rl={max_steps: 4}",
+                                          "variants={grpo: {epsilon_high: 0.28}}"])
+    assert json.loads(ours.stdout) == theirs
+    assert (theirs["rl"]["max_steps"], theirs["rl"]["learning_rate"], theirs["rl"]["trl"], theirs["seeds"]) == (
+        4, 5e-6, {"top_k": 4}, [3])
+    assert theirs["variants"]["grpo"] == {"objective": "grpo", "epsilon_high": 0.28}
+    assert theirs["rl"]["num_generations"] == 8 and theirs["evaluation"]["samples"] == 2

@@ -1,0 +1,130 @@
+"""grpo-lambda preflight: the checks that apply on a CPU run and say so, the rest are skipped with their reason."""
+
+import json
+import subprocess
+from pathlib import Path
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from grpo_lambda import preflight
+from grpo_lambda import config as study
+
+
+def run_cli(cli, tmp_path, *options, env=None):
+    work = tmp_path / "work"
+    result = subprocess.run([cli, "preflight", "--work", str(work), *options], capture_output=True, text=True,
+                            cwd=ROOT, env=env, timeout=600)
+    lines = {line.split()[1]: line.split()[0] for line in result.stdout.splitlines()
+             if line.split() and line.split()[0] in ("ok", "fail", "skip")}
+    return result, lines, json.loads((work / "preflight.json").read_text())
+
+
+def test_quick_preflight_on_a_cpu_runs_what_applies_and_names_what_it_skips(cli, tmp_path):
+    result, lines, record = run_cli(cli, tmp_path, "--cpu", "--quick")
+    assert result.returncode == 0, result.stdout + result.stderr
+    assert lines == {"versions": "ok", "cuda": "skip", "bf16": "skip", "all-reduce": "ok", "hub": "ok", "disk": "ok",
+                     "step-ratio": "skip", "study": "skip", "vllm-colocate": "skip"}
+    assert "preflight: go (4 ok, 0 failed, 5 skipped: cuda, bf16, step-ratio, study, vllm-colocate)" in result.stdout
+    checks = {check["name"]: check for check in record["checks"]}
+    assert record["verdict"] == "go" and [check["name"] for check in record["checks"]] == list(preflight.CHECKS)
+    # the all-reduce really summed across 2 processes (gloo, the CPU jobs' backend)
+    assert checks["all-reduce"]["details"]["correct"] and "gloo, 2 processes" in checks["all-reduce"]["reason"]
+    assert checks["versions"]["details"]["trl"] and checks["study"]["reason"] == "--quick"
+    assert "no GPU" in checks["cuda"]["reason"]
+
+
+def test_without_cpu_a_machine_without_a_gpu_is_a_no_go(cli, tmp_path):
+    result, lines, record = run_cli(cli, tmp_path, "--quick", "--skip", "all-reduce")
+    assert result.returncode == 1
+    assert lines["cuda"] == "fail" and record["verdict"] == "no-go"
+    assert "pass --cpu" in next(check["reason"] for check in record["checks"] if check["name"] == "cuda")
+
+
+def test_an_unknown_check_is_named(cli, tmp_path):
+    result = subprocess.run([cli, "preflight", "--skip", "cudaa"], capture_output=True, text=True, cwd=ROOT)
+    assert result.returncode == 2 and "--skip cudaa: no such check" in result.stderr
+
+
+def test_hub_models_neither_cached_nor_reachable_fail_by_name(tmp_path, monkeypatch):
+    monkeypatch.setenv("HF_HUB_OFFLINE", "1")
+    monkeypatch.setenv("HF_HOME", str(tmp_path / "hf"))
+    import huggingface_hub.constants
+
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
+    monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
+    config = study.load(ROOT / "config" / "paper.yaml")
+    context = preflight.Context(config, cpu=True, work=tmp_path, study_config="")
+    with pytest.raises(preflight.Fail, match="Qwen/Qwen2.5-Math-1.5B-Instruct.*run the prefetch rule"):
+        preflight.check_hub(context)
+    # once a model is in the cache, it is no longer missing
+    cached = tmp_path / "hf" / "hub" / "models--Qwen--Qwen2.5-Math-1.5B-Instruct" / "snapshots" / "abc"
+    cached.mkdir(parents=True)
+    (cached / "config.json").write_text("{}")
+    (tmp_path / "hf" / "hub" / "models--Qwen--Qwen2.5-Math-1.5B-Instruct" / "refs").mkdir()
+    (tmp_path / "hf" / "hub" / "models--Qwen--Qwen2.5-Math-1.5B-Instruct" / "refs" / "main").write_text("abc")
+    with pytest.raises(preflight.Fail) as failure:
+        preflight.check_hub(context)
+    assert "model Qwen/Qwen2.5-Math-1.5B-Instruct" not in str(failure.value)
+    assert "model deepseek-ai/DeepSeek-R1-Distill-Qwen-7B" in str(failure.value)
+
+
+def test_disk_estimate_counts_snapshots_resume_states_and_sft_models():
+    config = study.load(ROOT / "config" / "config.yaml")
+    parameters, width = preflight.model_parameters(config, "tiny")
+    from grpo_lambda import tiny
+
+    built = tiny.build_model(tiny.build_tokenizer(), **tiny.DEFAULT_ARCHITECTURE)
+    assert (parameters, width) == (sum(p.numel() for p in built.parameters()), 4)
+    total, parts = preflight.grid_disk_estimate(config)
+    cells = len(study.rl_cells(config))  # 2 variants × 4 seeds; final model only (no checkpoints)
+    expected = cells * (4 * parameters + 2 * (4 * parameters + 8 * parameters)) + 4 * parameters
+    assert total == pytest.approx(expected) and parts["tiny"] == pytest.approx(expected / 1e9)
+    # a hub model that is not cached is sized by its name; a LoRA model's resume state holds no Adam moments
+    paper = study.load(ROOT / "config" / "paper.yaml")
+    lora = next(model for model, spec in paper["models"].items() if spec.get("lora"))
+    assert preflight.model_parameters(paper, lora) == (7_000_000_000, 2)
+
+
+def test_the_study_stages_follow_the_rules_order_and_paths():
+    config = study.load(ROOT / "config" / "config.yaml")
+    config.update(seeds=[0], results="R")
+    labels = [label for label, _ in preflight.study_commands(config)]
+    assert labels == ["build_tiny/tiny", "prepare/arith", *[f"prepare/arith-{level}" for level in range(1, 6)],
+                      "sft/tiny/arith", "evaluate/tiny/arith/sft", "train/tiny/arith/grpo/seed0",
+                      "evaluate/tiny/arith/grpo/seed0", "train/tiny/arith/recent-trace-0.99/seed0",
+                      "evaluate/tiny/arith/recent-trace-0.99/seed0", "aggregate", "figures"]
+    commands = dict(preflight.study_commands(config))
+    train = commands["train/tiny/arith/recent-trace-0.99/seed0"]
+    assert train[train.index("--base") + 1] == "R/tiny/arith/sft/model"
+    assert train[train.index("--cell") + 1] == "R/tiny/arith/recent-trace-0.99/seed0"
+    assert json.loads(train[train.index("--settings") + 1]) == study.stage_settings(
+        config, "train", model="tiny", dataset="arith", variant="recent-trace-0.99")
+
+
+@pytest.mark.slow
+def test_the_study_check_runs_every_stage_and_reads_the_accuracies(tmp_path):
+    """The study check on a shrunk default (2 RL steps, 2 small benchmarks), on the CPU: every stage through
+    the CLI, then the accuracies from the evaluation summaries."""
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["datasets"]["arith"]["n"] = 200
+    config["benchmarks"] = {name: {**spec, "n": 20} for name, spec in list(config["benchmarks"].items())[:2]}
+    config["sft"]["epochs"] = 1
+    config["rl"].update(max_steps=2, per_device_train_batch_size=8, max_completion_length=32, save_steps=5)
+    config["evaluation"]["max_new_tokens"] = 32
+    path = tmp_path / "study.yaml"
+    path.write_text(yaml.safe_dump(config))
+    context = preflight.Context(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=tmp_path / "work",
+                                study_config=str(path))
+    try:
+        reason, details = preflight.check_study(context)
+    except preflight.Fail as failure:  # RL may not beat SFT in 2 steps; every stage must still have run
+        reason, details = str(failure), None
+        assert "RL did not beat SFT" in reason, reason
+    accuracy = preflight.study_accuracies({**study.load(path), "seeds": [0],
+                                           "results": str(tmp_path / "work" / "study")})
+    assert set(accuracy) == {"sft", "grpo", "recent-trace-0.99"}
+    assert all(0 <= value <= 1 for value in accuracy.values())
+    assert (tmp_path / "work" / "study" / "tables" / "table1.csv").is_file()
+    assert f"accuracy sft {accuracy['sft']:.3f}" in reason
