@@ -321,6 +321,7 @@ def test_the_methods_at_paper_scale_start_and_train_as_the_paper_grid():
     assert beyond["sft"] == paper["sft"]
     assert {k: v for k, v in beyond["rl"].items() if k != "trl"} == {k: v for k, v in paper["rl"].items() if k != "trl"}
     assert beyond["evaluation"] == paper["evaluation"]
+    assert beyond["rl"]["trl"]["trace_length"] == paper["rl"]["trl"]["trace_length"]
 
 
 # --- a checkpoint at max_steps is refused ----------------------------------------------------------

@@ -105,3 +105,29 @@ def test_the_open_r1_overlay_trains_one_sft_model_per_model_for_all_its_training
         ("results/r1-qwen-7b/sft/model", dataset) for dataset in ("gsm8k", "math12k", "mathrl16k", "orz57k")}
     assert all(re.fullmatch(r"results/[^/]+/sft/model", base) for base, _ in starts)
     assert re.search(r"grpo-lambda sft .*--data '?results/data/sft/bespoke-stratos-17k\.jsonl", log)
+
+
+# Each overlay of the paper grid: what a planned train (or sft) job's settings must then hold.
+OVERLAYS = {
+    "trace/relative.yaml": ('"form": "relative"', "train"),
+    "trace/released.yaml": ('"trace_length": 3072', "train"),
+    "trace/released-batch-max.yaml": ('"trace_length": "batch_max"', "train"),
+    "trace/completion-length.yaml": ('"trace_length": null', "train"),
+    "optim/released-scripts.yaml": ('"learning_rate": 3e-06', "train"),
+    "optim/trl-defaults.yaml": ('"lr_scheduler_type": "linear"', "train"),
+    "sft/think-answer.yaml": ('"format": "think_answer"', "sft"),
+}
+
+
+@pytest.mark.parametrize("overlay", OVERLAYS)
+def test_the_grid_plans_under_each_overlay_with_its_settings(overlay):
+    """92 RL cells and their SFT models under every overlay of config/trace/, config/optim/ and the tag SFT; each
+    planned job of the stage the overlay changes carries the overlay's setting."""
+    needle, stage = OVERLAYS[overlay]
+    log = dry_run(f"config/{overlay}", "--printshellcmds")
+    commands = [line for line in log.splitlines() if f"grpo-lambda {stage} --settings" in line]
+    trained = [line for line in log.splitlines() if "grpo-lambda train --settings" in line]
+    assert len(trained) == 92
+    if stage == "train":  # the GRPO cells have no trace, so only GRPO-λ's must carry a trace setting
+        commands = [line for line in commands if "grpo_lambda" in line or not needle.startswith('"form"')]
+    assert commands and all(needle in line for line in commands), (overlay, commands[:1])

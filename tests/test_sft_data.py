@@ -156,3 +156,122 @@ def test_a_model_may_start_from_another_jobs_output():
     raw["models"]["distilled"]["source"] = "elsewhere/tiny/arith/sft/model"
     with pytest.raises(study.ConfigError, match="models.distilled.source"):
         study.validate(raw)
+
+
+# --- sft.format: think_answer (open-r1's tags) ---------------------------------------------------------
+
+# open-r1's format reward (src/open_r1/rewards.py, format_reward): what the tagged targets must match.
+OPEN_R1_FORMAT = r"^<think>\n.*?\n</think>\n<answer>\n.*?\n</answer>$"
+
+
+@pytest.mark.parametrize("solution, reasoning, boxed", [
+    ("9+7=16 (6), 2=3 (36). \\boxed{36}", "9+7=16 (6), 2=3 (36).", "\\boxed{36}"),
+    ("so \\boxed{\\frac{1}{2}} is it.\nDone", "so is it.\nDone", "\\boxed{\\frac{1}{2}}"),
+    ("\\boxed{1} no, \\fbox{2}", "\\boxed{1} no,", "\\fbox{2}"),       # the grader's answer: the last box
+])
+def test_think_answer_puts_the_reasoning_in_think_and_the_graded_box_in_answer(solution, reasoning, boxed):
+    import re
+
+    from grpo_lambda.grading import grade
+    from grpo_lambda.grading.extract import extract_boxed
+
+    tagged = sft_data.think_answer(solution)
+    assert tagged == f"<think>\n{reasoning}\n</think>\n<answer>\n{boxed}\n</answer>"
+    assert re.match(OPEN_R1_FORMAT, tagged, re.DOTALL | re.MULTILINE)
+    assert extract_boxed(tagged) == extract_boxed(solution) and grade(tagged, extract_boxed(solution))
+    with pytest.raises(ValueError, match="boxed"):
+        sft_data.think_answer("no answer here, \\boxed{7")
+
+
+def test_the_sft_rows_take_the_tags_and_a_solution_without_a_box_is_refused(tiny_model_dir):
+    from grpo_lambda import sft
+    from grpo_lambda.models import load_tokenizer
+
+    tokenizer = load_tokenizer(str(tiny_model_dir))
+    rows = [{"problem": "1+2=?", "solution": "1+2=3. \\boxed{3}"}, {"problem": "2+2=?", "solution": "\\boxed{4}"}]
+    plain = sft.sft_dataset(rows, tokenizer, "plain")
+    tagged = sft.sft_dataset(rows, tokenizer, "plain", answer_format="think_answer")
+    assert plain["prompt"] == tagged["prompt"]
+    assert plain["completion"][0] == "1+2=3. \\boxed{3}" + tokenizer.eos_token
+    assert tagged["completion"][0] == "<think>\n1+2=3.\n</think>\n<answer>\n\\boxed{3}\n</answer>" + tokenizer.eos_token
+    with pytest.raises(ValueError, match=r"1 of 3 solutions have no closed \\boxed\{\}"):
+        sft.sft_dataset([*rows, {"problem": "3+3=?", "solution": "six"}], tokenizer, "plain", answer_format="think_answer")
+
+
+def test_the_length_limit_counts_the_tags_when_sft_teaches_them(tmp_path, tiny_model_dir, monkeypatch):
+    """A correct sample of 12 generated tokens fits a 20-token limit as it is, and not in tags (about 40 tokens)."""
+    files.write_jsonl(tmp_path / "train.jsonl", ROWS[:1])
+    monkeypatch.setattr(sft_data, "generate", _fake_generate([["1+2=3 \\boxed{3}"] * 4]))
+    fake_lengths = sft_data.generate
+
+    def generate(model_path, prompts, **options):
+        result = fake_lengths(model_path, prompts, **options)
+        return Completions(result.texts, [[12] * options["n"] for _ in prompts])
+
+    monkeypatch.setattr(sft_data, "generate", generate)
+    settings = {**_settings(), "max_solution_tokens": 20}
+    boxed = sft_data.run(settings, base=str(tiny_model_dir), data_path=str(tmp_path / "train.jsonl"),
+                         out=str(tmp_path / "a.jsonl"))
+    assert (boxed["kept"], boxed["too_long"]) == (1, 0)
+    settings["sft"]["format"] = "think_answer"
+    with pytest.raises(ValueError, match="kept no solutions"):
+        sft_data.run(settings, base=str(tiny_model_dir), data_path=str(tmp_path / "train.jsonl"),
+                     out=str(tmp_path / "b.jsonl"))
+    assert json.loads((tmp_path / "b.json").read_text())["too_long"] == 4
+
+
+def test_the_think_answer_overlay_reaches_sampling_sft_and_every_prompt():
+    """config/sft/think-answer.yaml: the tag format in the sampling and SFT settings, and open-r1's GRPO system prompt
+    (its recipes' system_prompt, word for word) in every model's prompt, in every stage."""
+    from snakemake.utils import update_config
+
+    from grpo_lambda.data.prompts import render
+
+    open_r1_system = ("You are a helpful AI Assistant that provides well-reasoned and detailed responses. You first "
+                      "think about the reasoning process as an internal monologue and then provide the user with the "
+                      "answer. Respond in the following format: <think>\n...\n</think>\n<answer>\n...\n</answer>")
+    raw = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    config = study.validate(raw)
+    plain = study.stage_settings(config, "sft", model="qwen-math-1.5b", dataset="gsm8k")
+    assert "format" not in plain["sft"] and plain["model"].get("system_prompt") is None  # SFT jobs keep their params
+    assert "format" not in study.stage_settings(config, "prepare_sft", model="qwen-math-1.5b", dataset="gsm8k")["sft"]
+    update_config(raw, yaml.safe_load((ROOT / "config" / "sft" / "think-answer.yaml").read_text()))
+    config = study.validate(raw)
+    for model in config["models"]:
+        assert study.stage_settings(config, "sft", model=model, dataset="gsm8k")["sft"]["format"] == "think_answer"
+        assert study.stage_settings(config, "prepare_sft", model=model, dataset="gsm8k")["sft"]["format"] \
+            == "think_answer"
+        for stage in ("sft", "train", "evaluate"):
+            part = study.stage_settings(config, stage, model=model, dataset="gsm8k", variant="grpo")["model"]
+            assert (part["prompt"], part["system_prompt"]) == (config["models"][model]["prompt"], open_r1_system)
+    prompt = render(None, "qwen_math", "1+1?", open_r1_system)  # qwen_math's system turn, replaced
+    assert prompt.startswith("<|im_start|>system\n" + open_r1_system + "<|im_end|>")
+
+
+def test_a_chat_sft_set_refuses_the_tag_format():
+    raw = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    raw["sft"].update(data="open_r1", format="think_answer")
+    with pytest.raises(study.ConfigError, match="sft.format 'think_answer'.*open_r1"):
+        study.validate(raw)
+
+
+@pytest.mark.parametrize("config_path, rows", [("tests/data/config-e2e.yaml", 128), ("config/rehearsal.yaml", 256)])
+def test_the_chat_sft_fixture_is_the_task_on_problems_the_rl_sets_do_not_hold(config_path, rows):
+    """The chat SFT sets of the end-to-end config and the rehearsal (sft.open_r1.path): the first `rows` of seed 11's
+    level-1 sums that no training set of the config holds, with the same teacher (half the carries dropped), in
+    Bespoke-Stratos-17k's fields. An SFT set of the RL problems themselves is memorised, and the samples of a
+    problem then agree within a group (measured: tests/data/config-e2e.yaml, tiny-shared)."""
+    from grpo_lambda.data import arith
+
+    config = yaml.safe_load((ROOT / config_path).read_text())
+    held = {row["problem"] for spec in config["datasets"].values()
+            for row in arith.generate(**{key: value for key, value in spec.items() if key != "source"})}
+    drawn = [row for row in arith.generate(600, seed=11, levels=[1], carry_error_rate=0.5) if row["problem"] not in held]
+    system = "Solve the sum digit by digit and box the answer."
+    expected = [{"system": system,
+                 "conversations": [{"from": "user", "value": row["problem"]},
+                                   {"from": "assistant", "value": row["solution"]}],
+                 "messages": [{"role": "user", "content": row["problem"]},
+                              {"role": "assistant", "content": row["solution"]}]}
+                for row in drawn[:rows]]
+    assert files.read_jsonl(ROOT / config["sft"]["open_r1"]["path"]) == expected

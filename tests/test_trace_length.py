@@ -149,3 +149,182 @@ def test_default_trace_length_covers_trls_padding(tmp_path):
     assert length(trace_length=300) == 300
     with pytest.raises(ValueError, match="trace_length"):
         length(trace_length=0)
+
+
+# --- n = the batch's longest completion (trace_length: batch_max) --------------------------------------
+
+
+@pytest.mark.parametrize("style", ["recent", "both"])
+@pytest.mark.parametrize("update", ["trace", "weight"])
+def test_batch_max_is_the_longest_completion_whatever_the_padding(style, update):
+    """Completions of 6 and 9 tokens: with batch_max, n = 9 at a padded width of 9, 12 or 40, and the loss,
+    gradient and weights equal those of the fixed length 9; a batch whose longest is 6 takes n = 6."""
+    generator = torch.Generator().manual_seed(5)
+    rows = {k: [(-torch.rand(n, generator=generator, dtype=torch.float64)).tolist() for n in (6, 9)]
+            for k in ("new", "old")}
+
+    def run(width, trace_length, keep=(0, 1)):
+        logps, mask = padded([rows["new"][i] for i in keep], width)
+        old_logps, _ = padded([rows["old"][i] for i in keep], width)
+        leaf = logps.clone().requires_grad_()
+        params = ObjectiveParams(objective="grpo_lambda", lam=0.9, style=style, form="absolute", eps=1e-7,
+                                 update=update, loss_type="bnpo", trace_length=trace_length)
+        advantages = torch.tensor([1.0, -0.5][:len(keep)], dtype=torch.float64)
+        loss, metrics = policy_loss(leaf, old_logps, None, advantages, mask, params)
+        (gradient,) = torch.autograd.grad(loss, leaf)
+        return loss.detach(), gradient[:, :9], metrics["trace_weight"][:, :9] * mask[:, :9]
+
+    fixed = run(9, 9)
+    for width in (9, 12, 40):
+        for a, b in zip(run(width, "batch_max"), fixed):
+            torch.testing.assert_close(a, b, rtol=1e-13, atol=1e-15)
+    alone = run(12, "batch_max", keep=(0,))
+    torch.testing.assert_close(alone[2][:, :6], run(6, 6, keep=(0,))[2][:, :6], rtol=1e-13, atol=1e-15)
+    assert (alone[2][0, :6] - fixed[2][0, :6]).abs().max() > 1e-3  # n depends on the batch's longest
+
+
+def test_the_trainer_takes_the_batch_max_n_whatever_the_padded_width(model_dir, tmp_path):
+    """Through GRPOLambdaTrainer's loss: trace_length batch_max gives one 5-token completion n = 5 at a padded width
+    of 5 or 12, so its loss, gradients and trace weight agree, and they equal those of a fixed n = 5 (width 5)."""
+    def trainer_with(trace_length):
+        args = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
+                                per_device_train_batch_size=4, num_generations=4, max_completion_length=16,
+                                loss_type="bnpo", trace_lambda=0.7, trace_style="recent", trace_form="absolute",
+                                trace_eps=1e-7, trace_length=trace_length)
+        return GRPOLambdaTrainer(model=model_dir, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                 args=args, processing_class=PreTrainedTokenizerFast.from_pretrained(model_dir),
+                                 train_dataset=Dataset.from_dict({"prompt": ["1+1="]}))
+
+    trainer = trainer_with("batch_max")
+    assert trainer.objective_params.trace_length == "batch_max"
+    narrow = loss_grads_metrics(trainer, one_completion_batch(trainer, 5), 1)
+    wide = loss_grads_metrics(trainer, one_completion_batch(trainer, 12), 1)
+    fixed = trainer_with(5)
+    at_five = loss_grads_metrics(fixed, one_completion_batch(fixed, 5), 1)
+    for other in (wide, at_five):
+        torch.testing.assert_close(narrow[0], other[0], rtol=1e-5, atol=1e-7)
+        for name in narrow[1]:
+            torch.testing.assert_close(narrow[1][name], other[1][name], rtol=1e-4, atol=1e-7, msg=name)
+        assert narrow[2]["trace_weight"] == pytest.approx(other[2]["trace_weight"], rel=1e-6)
+    default = trainer_with(None)  # n = max_completion_length = 16: the same completion weighted differently
+    assert abs(loss_grads_metrics(default, one_completion_batch(default, 12), 1)[2]["trace_weight"]
+               - narrow[2]["trace_weight"]) > 1e-3
+
+
+def test_trace_length_values_are_checked_in_the_trainer_config_and_before_any_job(tmp_path):
+    from grpo_lambda import config as study
+
+    def length(value):
+        args = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
+                                per_device_train_batch_size=4, num_generations=4, max_completion_length=16,
+                                trace_form="absolute", trace_length=value)
+        return objective_params(args).trace_length
+
+    assert length("batch_max") == "batch_max" and length(3072) == 3072
+    for bad in ("longest", 0, 2.5, True):
+        with pytest.raises(ValueError, match="trace_length"):
+            length(bad)
+    from conftest import E2E_CONFIG
+    import yaml
+
+    config = yaml.safe_load(E2E_CONFIG.read_text())
+    config["rl"]["trl"] = {"trace_length": "longest"}
+    with pytest.raises(study.ConfigError, match=r"rl\.trl\.trace_length.*'batch_max'"):
+        study.validate(config)
+    config["rl"]["trl"] = {"trace_length": "batch_max"}
+    study.validate(config)
+
+
+# --- the grid's trace readings (config/trace/*.yaml after config/paper.yaml), through the pipeline ---------
+
+
+def paper_grid(*overlays):
+    """config/paper.yaml with overlays merged in order, as Snakemake merges several --configfile files."""
+    import yaml
+    from snakemake.utils import update_config
+
+    from conftest import ROOT
+    from grpo_lambda import config as study
+
+    merged = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    for overlay in overlays:
+        update_config(merged, yaml.safe_load((ROOT / "config" / overlay).read_text()))
+    return study.validate(merged)
+
+
+def formula(form, style, kappa, n, length, eps):
+    """W of the completion of `length` tokens, entry by entry: paper Eq. 1–2 (relative) or Eq. 17–18 (absolute)."""
+    weights = torch.zeros(length, length, dtype=torch.float64)
+    for t in range(length):
+        weights[t, t] = 1.0
+        for c in range(t):
+            if form == "relative":
+                value = kappa ** (t - c) if style == "recent" else max(kappa ** (t - c), kappa ** c)
+            else:
+                value = kappa ** (n - 1 - c) if style == "recent" else max(kappa ** (n - c), kappa ** c)
+            weights[t, c] = max(eps, value)
+    return weights
+
+
+def applied(params, lengths, width):
+    """The trace matrix the loss applies to each completion of a batch of these lengths padded to `width`:
+    column c of row b is the trace of a unit log-ratio at token c."""
+    from grpo_lambda.objectives import trace
+
+    mask = torch.zeros(len(lengths), width, dtype=torch.float64)
+    for row, length in enumerate(lengths):
+        mask[row, :length] = 1
+    matrices = []
+    for row, length in enumerate(lengths):
+        columns = []
+        for c in range(length):
+            unit = torch.zeros(len(lengths), width, dtype=torch.float64)
+            unit[row, c] = 1.0
+            columns.append(trace(unit, mask, params)[row, :length])
+        matrices.append(torch.stack(columns, 1))
+    return matrices
+
+
+# reading -> (overlays after paper.yaml, form, eps, n for a batch of the given longest completion and model rl)
+READINGS = {
+    "paper.yaml (batch max)": ((), "absolute", 1e-7, lambda longest, rl: longest),
+    "relative": (("trace/relative.yaml",), "relative", 0.0, lambda longest, rl: None),
+    "released": (("trace/released.yaml",), "absolute", 1e-7, lambda longest, rl: 3072),
+    "released-batch-max": (("trace/relative.yaml", "trace/released-batch-max.yaml"), "absolute", 1e-7,
+                           lambda longest, rl: longest),
+    "completion-length": (("trace/completion-length.yaml",), "absolute", 1e-7,
+                          lambda longest, rl: rl["max_completion_length"]),
+}
+
+
+@pytest.mark.parametrize("reading", READINGS)
+def test_each_trace_overlay_trains_the_formula_it_names(reading, tmp_path):
+    from grpo_lambda import config as study
+    from grpo_lambda.train import build_config
+
+    overlays, form, eps, n_of = READINGS[reading]
+    config = paper_grid(*overlays)
+    lengths, width = (5, 9), 12
+    checked = 0
+    for model in ("qwen-math-1.5b", "r1-qwen-7b"):
+        for variant in study.model_variants(config, model):
+            spec = config["variants"][variant]
+            if spec["objective"] != "grpo_lambda":
+                continue
+            settings = study.stage_settings(config, "train", model=model, dataset="math12k", variant=variant)
+            params = objective_params(build_config(settings, output_dir=str(tmp_path), seed=0))
+            n = n_of(max(lengths), settings["rl"])
+            for length, matrix in zip(lengths, applied(params, lengths, width)):
+                expected = formula(form, spec["style"], spec["lam"], n, length, eps)
+                torch.testing.assert_close(matrix, expected, rtol=1e-12, atol=0, msg=f"{model} {variant} {length}")
+            checked += 1
+    assert checked == 8 + 1  # every GRPO-λ variant of the 1.5B model and the 7B model's one
+
+
+@pytest.mark.parametrize("form", ["relative", "absolute"])
+def test_both_at_lambda_zero_is_not_grpo(form):
+    """0^0 = 1: at λ = 0 the "both" weight max(κ^(·), κ^c) of the first token is 1 in every row, so every token's
+    ratio carries the first token's log-ratio; "recent" at λ = 0 (relative form) is the identity, GRPO."""
+    both = trace_matrix(6, 0.0, style="both", form=form)
+    assert both[:, 0].tolist() == [1.0] * 6 and torch.equal(both[:, 1:], torch.eye(6, dtype=both.dtype)[:, 1:])
+    assert torch.equal(trace_matrix(6, 0.0, style="recent", form="relative"), torch.eye(6, dtype=both.dtype))

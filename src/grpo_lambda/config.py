@@ -25,8 +25,8 @@ import yaml
 
 from grpo_lambda import layout
 from grpo_lambda.data.prompts import TEMPLATES, template_problem
-from grpo_lambda.variants import (OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, check_objective, expand_sweep, sweep_name,
-                                  sweep_points, variant_config_kwargs)
+from grpo_lambda.variants import (OAR_PARAMETER_KEYS, OBJECTIVE_KEYS, check_objective, check_trace_length,
+                                  expand_sweep, sweep_name, sweep_points, variant_config_kwargs)
 
 
 class ConfigError(ValueError):
@@ -501,14 +501,17 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
         # Only what training reads: the sampling settings reach SFT through its data file.
         options = {key: value for key, value in sft_settings(config, model).items()
                    if key not in ("self_distill", "open_r1")}
-        if options["data"] == "solutions":
-            del options["data"]  # the default, so existing SFT jobs keep their params
+        for key, default in (("data", "solutions"), ("format", "boxed")):
+            if options.get(key) == default:
+                del options[key]  # the defaults, so existing SFT jobs keep their params
         if options.get("data") == "open_r1":
             dataset = None  # one SFT model for all the model's training sets
         return {"model": model_part, "dataset": dataset, "sft": options}
     if stage == "prepare_sft":
-        return {"model": model_part, "dataset": dataset,
-                "sft": {"self_distill": sft_settings(config, model)["self_distill"]},
+        sampling = {"self_distill": sft_settings(config, model)["self_distill"]}
+        if sft_settings(config, model).get("format", "boxed") != "boxed":  # the length limit counts the tags
+            sampling["format"] = sft_settings(config, model)["format"]
+        return {"model": model_part, "dataset": dataset, "sft": sampling,
                 "max_solution_tokens": rl_settings(config, model).get("max_completion_length",
                                                                       TRL_MAX_COMPLETION_LENGTH)}
     if stage == "train":
@@ -542,6 +545,11 @@ def _check_data_names(config: dict, source: str) -> None:
         if "open_r1" in spec.get("sft", {}):
             raise ConfigError(f"{source}: models.{model}.sft.open_r1: the open-r1 SFT set is one file for every "
                               "model that uses it; set it under the top-level sft.open_r1")
+    for model in config["models"]:
+        sft = sft_settings(config, model)
+        if sft["data"] == "open_r1" and sft.get("format", "boxed") != "boxed":
+            raise ConfigError(f"{source}: sft.format {sft['format']!r} for models.{model}: a chat SFT set (sft.data "
+                              "open_r1) is fine-tuned in its own format; format applies to solutions and self_distill")
     try:
         registry.registry_entry(sft_set(config)["name"], "sft_sets")
     except ValueError as error:
@@ -784,6 +792,10 @@ def _check_rl(config: dict, model: str, source: str) -> None:
         wrong = trl_type_error(key, trl[key])
         if wrong:
             raise ConfigError(f"{source}: {_rl_key(config, model, key, True)} {wrong}")
+    try:
+        check_trace_length(trl.get("trace_length"))
+    except ValueError as error:
+        raise ConfigError(f"{source}: {_rl_key(config, model, 'trace_length', True)}: {error}") from None
 
     for variant in model_variants(config, model):
         _check_batch(config, model, variant, rl, fields, source)

@@ -1,6 +1,11 @@
 r"""OAR's per-token advantages on TRL's scored batch: A_{i,t} = A_i · w_t ("gradient": OAR-G,
 "perturbation": OAR-P), computed once per generation batch with the policy that generated it.
 
+P_final, as the authors configure each method (Valsure/Outcome-Grounded-Advantage-Reshaping; their README):
+OAR-G the mean of the logits over the answer positions ("answer_mean"), OAR-P the logits that predict the
+first answer token ("last": the end of their perturbed input, which stops before the answer). Where this
+differs from their code, and why: docs/objectives.md, "OAR against its authors' code".
+
 The final answer of a completion is the tokens that overlap the answer the grader reads
 (`grpo_lambda.grading.extract.boxed_span`: the last ``\boxed{...}`` or ``\fbox{...}``, braces
 matched), else its last ``oar_answer_tokens`` tokens; the reasoning tokens are those before it; the
@@ -60,11 +65,17 @@ def _importance(model, tokenizer, output, rows, answer, reasoning, args, tempera
         importance = oar_gradient_importance(
             lambda e: completion_logits(attention_mask, inputs_embeds=e), embeds, reasoning_full, answer,
             sigma=args.oar_sigma)
-    else:
+    else:  # P_final "last", as the authors run OAR-P: the distribution the first answer token is drawn from
         importance = oar_perturbation_importance(
             lambda ids, mask: completion_logits(mask, input_ids=ids), input_ids, attention_mask,
-            reasoning_full, answer, pad_id=tokenizer.pad_token_id, batch_size=args.per_device_train_batch_size)
+            reasoning_full, first_position(answer), pad_id=tokenizer.pad_token_id,
+            batch_size=args.per_device_train_batch_size)
     return importance[:, prompt_length:]
+
+
+def first_position(mask: torch.Tensor) -> torch.Tensor:
+    """The first True of each row of a (B, T) bool mask (a row without one stays empty)."""
+    return mask & (mask.cumsum(-1) == 1)
 
 
 def token_texts(tokenizer, completion_ids: torch.Tensor) -> list[list[str]]:

@@ -54,7 +54,8 @@ from dataclasses import dataclass
 import torch
 
 from grpo_lambda.traces import FORMS, STYLES, apply_trace
-from grpo_lambda.variants import HISTORY_OBJECTIVES, OBJECTIVES  # the names, torch-free for the config's checks
+from grpo_lambda.variants import (  # torch-free, for the config's checks
+    BATCH_MAX, HISTORY_OBJECTIVES, OBJECTIVES, check_trace_length)
 
 UPDATES = ("trace", "weight")
 # S-trace's readings of "masking low-entropy tokens": they lend nothing, or they carry no trace at all.
@@ -82,8 +83,9 @@ class ObjectiveParams:
     max_completion_length the constant of dr_grpo's normalisation
     history_scope         ptrace/strace: "past" (credit from earlier tokens) or "sequence" (from every token)
     strace_mode           strace: "lend" (masked tokens lend nothing, still receive) or "exclude" (they keep ρ_t)
-    trace_length          the absolute form's n (a constant of the run, e.g. max_completion_length, so that a
-                          token's weights do not depend on the batch's padded width); None: the batch width
+    trace_length          the absolute form's n: a constant of the run (e.g. max_completion_length, so that a
+                          token's weights do not depend on its batch); "batch_max": the longest completion of
+                          the batch (the released code's use_batch_max_for_trace); None: the batch width
     """
 
     objective: str = "grpo"
@@ -101,7 +103,7 @@ class ObjectiveParams:
     delta: float | None = None
     loss_type: str = "dapo"
     max_completion_length: int | None = None
-    trace_length: int | None = None
+    trace_length: int | str | None = None
     history_scope: str = "past"
     strace_mode: str = "lend"
 
@@ -124,9 +126,7 @@ class ObjectiveParams:
         if self.epsilon_low < 0.0 or self.epsilon_high < 0.0:
             raise ValueError(f"epsilon_low and epsilon_high must be >= 0, got {self.epsilon_low!r}, "
                              f"{self.epsilon_high!r}")
-        if self.trace_length is not None and (isinstance(self.trace_length, bool)
-                                              or not isinstance(self.trace_length, int) or self.trace_length < 1):
-            raise ValueError(f"trace_length must be a positive int or None, got {self.trace_length!r}")
+        check_trace_length(self.trace_length)
         if self.loss_type == "dr_grpo" and not (self.max_completion_length or 0) > 0:
             raise ValueError("max_completion_length must be a positive int for loss_type 'dr_grpo', "
                              f"got {self.max_completion_length!r}")
@@ -244,15 +244,13 @@ def _history_ratio(logps, log_ratio, mask, params, trace_mask):
 
 def _traced_ratio(logps, log_ratio, mask, params, trace_mask):
     """GRPO-λ: the traced ratio (ε-trace) or the ratio times the trace of 1 + σ(log π − 1) (ε-weight)."""
-    trace = dict(gamma=params.gamma, style=params.style, form=params.form, eps=params.eps, mask=mask,
-                 length=params.trace_length)
     if params.update == "trace":
-        log_coef = _traced(log_ratio, params.lam, trace)
+        log_coef = trace(log_ratio, mask, params)
         with torch.no_grad():
-            row_sums = apply_trace(torch.ones_like(mask, dtype=torch.float32), params.lam, **trace)
+            row_sums = trace(torch.ones_like(mask, dtype=torch.float32), mask, params)
         return log_coef, None, row_sums.to(logps.dtype)
     # weight: gradient flows through the factor, as in the authors' code
-    factor = _traced(1 + torch.sigmoid(logps - 1), params.lam, trace)
+    factor = trace(1 + torch.sigmoid(logps - 1), mask, params)
     return log_ratio, factor, factor
 
 
@@ -318,11 +316,20 @@ def _at_least_float32(x: torch.Tensor) -> torch.Tensor:
     return x.to(_wide(x.dtype))
 
 
-def _traced(x: torch.Tensor, lam: float, trace: dict) -> torch.Tensor:
-    """apply_trace in at least float32: a bfloat16 sum over hundreds of tokens loses too much."""
-    if x.dtype in (torch.float16, torch.bfloat16):
-        return apply_trace(x.float(), lam, **trace).to(x.dtype)
-    return apply_trace(x, lam, **trace)
+def trace(x: torch.Tensor, mask: torch.Tensor, params: ObjectiveParams) -> torch.Tensor:
+    """W·x over the masked tokens, W the GRPO-λ trace matrix of `params` as the loss applies it: the
+    absolute form's n is params.trace_length, or with "batch_max" the longest completion of the batch
+    (max of mask's row sums; the columns after it hold no token, so the trace runs over those before it).
+    Summed in at least float32 (a bfloat16 sum over hundreds of tokens loses too much), returned in x's dtype.
+    """
+    length = params.trace_length
+    width = x.shape[-1]
+    if length == BATCH_MAX:
+        length = max(1, int(mask.sum(-1).max().item())) if width else 0
+        x, mask = x[..., :length], mask[..., :length]
+    y = apply_trace(_at_least_float32(x), params.lam, gamma=params.gamma, style=params.style, form=params.form,
+                    eps=params.eps, mask=mask, length=length or None)
+    return torch.nn.functional.pad(y, (0, width - y.shape[-1])).to(x.dtype)
 
 
 def _normalise(per_token_loss, mask, params, num_items):
@@ -374,8 +381,8 @@ def _check_shapes(logps, old_logps, ref_logps, advantages, mask, params):
 def answer_log_distribution(logits: torch.Tensor, answer_mask: torch.Tensor) -> torch.Tensor:
     """log softmax of the mean of the logits over a sequence's answer positions: (B, K, V) -> (B, V).
 
-    The authors' "answer_mean" reading of P_final. A row without answer positions gets the uniform
-    distribution (its scores are then 0).
+    The authors' "answer_mean" reading of P_final (OAR-G's); a mask with only the first answer position gives
+    their "last" (OAR-P's). A row without answer positions gets the uniform distribution (its scores are then 0).
     """
     logits = _at_least_float32(logits)
     weights = answer_mask.to(logits.dtype).unsqueeze(-1)
@@ -445,7 +452,7 @@ def oar_perturbation_importance(forward, input_ids: torch.Tensor, attention_mask
     return importance
 
 
-def oar_weights(importance: torch.Tensor, reasoning_mask: torch.Tensor, *, quantile: float = 0.5,
+def oar_weights(importance: torch.Tensor, reasoning_mask: torch.Tensor, *, quantile: float = 0.25,
                 boost: float = 1.0, floor: float = 0.1) -> torch.Tensor:
     """OAR's bi-level reshaping, per sequence over its R reasoning tokens (weight 1 elsewhere):
 

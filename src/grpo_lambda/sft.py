@@ -1,7 +1,8 @@
 """Supervised fine-tuning with TRL's SFTTrainer.
 
 A training set's worked solutions or the self-distilled set are prompt/completion pairs under the model's
-prompt template, with the loss on the completion only. A chat SFT set (``sft.data: open_r1``, rows of
+prompt template, with the loss on the completion only; ``sft.format: think_answer`` writes each completion in
+open-r1's tags (`grpo_lambda.sft_data.think_answer`). A chat SFT set (``sft.data: open_r1``, rows of
 ``messages``) is handed to TRL as conversations: TRL applies the model's chat template and, as in open-r1's
 recipe, trains on every token. A model with ``lora:`` trains its LoRA adapter and is written merged.
 """
@@ -14,15 +15,19 @@ from pathlib import Path
 
 from grpo_lambda import files, fingerprint, provenance
 from grpo_lambda.data.prompts import prompt_text
+from grpo_lambda.grading.extract import boxed_span
 from grpo_lambda.models import load_tokenizer, lora_config, trainer_hardware_kwargs
 from grpo_lambda.saving import log_world_size, save_trained_model
+from grpo_lambda.sft_data import think_answer
 
 log = logging.getLogger(__name__)
 
 
-def sft_dataset(rows: list[dict], tokenizer, template: str, *, system_prompt: str | None = None):
-    """Prompt/completion text pairs, the completion ending with eos so the model learns to stop; or, for
-    rows of ``messages``, the conversations as they are (TRL formats them with the chat template)."""
+def sft_dataset(rows: list[dict], tokenizer, template: str, *, system_prompt: str | None = None,
+                answer_format: str = "boxed"):
+    """Prompt/completion text pairs, the completion (in ``answer_format``: the solution as it is, or
+    ``think_answer``) ending with eos so the model learns to stop; or, for rows of ``messages``, the
+    conversations as they are (TRL formats them with the chat template)."""
     from datasets import Dataset
 
     if rows and all("messages" in row for row in rows):
@@ -34,9 +39,15 @@ def sft_dataset(rows: list[dict], tokenizer, template: str, *, system_prompt: st
             f"{missing} of {len(rows)} training rows have no 'solution' to fine-tune on; "
             "set sft.data: self_distill to fine-tune on the base model's own correct samples, "
             "or sft.epochs: 0 to start RL from the base model")
+    if answer_format == "think_answer":
+        unboxed = [row for row in rows if boxed_span(row["solution"]) is None]
+        if unboxed:
+            raise ValueError(f"sft.format think_answer: {len(unboxed)} of {len(rows)} solutions have no closed "
+                             f"\\boxed{{}} answer to put in <answer> (the first: {unboxed[0]['solution'][:80]!r})")
+    completion = think_answer if answer_format == "think_answer" else str
     return Dataset.from_list([
         {"prompt": prompt_text(tokenizer, template, row["problem"], system_prompt=system_prompt),
-         "completion": row["solution"] + tokenizer.eos_token}
+         "completion": completion(row["solution"]) + tokenizer.eos_token}
         for row in rows
     ])
 
@@ -69,7 +80,8 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
 
         rows = files.read_jsonl(data_path)
         dataset = sft_dataset(rows, tokenizer, settings["model"]["prompt"],
-                              system_prompt=settings["model"].get("system_prompt"))
+                              system_prompt=settings["model"].get("system_prompt"),
+                              answer_format=options.get("format", "boxed"))
         with tempfile.TemporaryDirectory(prefix="sft-") as scratch:
             args = SFTConfig(
                 output_dir=scratch,

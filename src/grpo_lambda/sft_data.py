@@ -9,6 +9,9 @@ use), the grader (``grpo_lambda.grading``) keeps the ones whose last ``\\boxed{}
 (``max_solution_tokens``, in generated tokens, end-of-sequence included) is left out and counted.
 Counts go to a JSON file beside the set. An empty set stops the stage with the counts in the
 message: SFT on nothing would silently be no SFT.
+
+``sft.format: think_answer`` fine-tunes on each solution written in open-r1's tags
+(`think_answer`); the length limit then counts the tagged solution, which is what RL must generate.
 """
 
 from __future__ import annotations
@@ -21,8 +24,22 @@ from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.generation import generate
 from grpo_lambda.models import load_tokenizer
 from grpo_lambda.grading import grade_many_details
+from grpo_lambda.grading.extract import boxed_span
 
 log = logging.getLogger(__name__)
+
+
+def think_answer(solution: str) -> str:
+    """A solution in open-r1's tags (sft.format think_answer): its reasoning (the text without its last
+    \\boxed{...}) in <think>, the \\boxed{...} alone in <answer>, so that open-r1's format reward
+    (^<think>\\n.*?\\n</think>\\n<answer>\\n.*?\\n</answer>$) and this project's grader both accept it.
+    ValueError when the solution has no closed \\boxed{}."""
+    span = boxed_span(solution)
+    if span is None:
+        raise ValueError(f"a solution without a closed \\boxed{{}} answer cannot be put in <answer>: {solution[:80]!r}")
+    begin, end = span
+    reasoning = (solution[:begin].rstrip() + " " + solution[end:].lstrip()).strip()
+    return f"<think>\n{reasoning}\n</think>\n<answer>\n{solution[begin:end]}\n</answer>"
 
 
 def select(rows: list[dict], texts: list[list[str]], correct: list[list[bool]], *, keep_per_problem: int,
@@ -70,9 +87,13 @@ def run(settings: dict, *, base: str, data_path: str, out: str, counts_path: str
         verdicts.append([detail["correct"] for detail in details[start:start + len(texts)]])
         start += len(texts)
     # RL truncates a completion at its max_completion_length, where a longer solution earns reward 0:
-    # SFT must not teach lengths RL cannot use.
+    # SFT must not teach lengths RL cannot use, in the format SFT teaches.
+    lengths = completions.lengths
+    if settings["sft"].get("format", "boxed") == "think_answer":
+        lengths = [[_tokens(tokenizer, think_answer(text)) if ok else size for text, ok, size in zip(*sample)]
+                   for sample in zip(completions.texts, verdicts, lengths)]
     kept, counts = select(rows, completions.texts, verdicts, keep_per_problem=options["keep_per_problem"],
-                          lengths=completions.lengths, max_tokens=settings.get("max_solution_tokens"))
+                          lengths=lengths, max_tokens=settings.get("max_solution_tokens"))
     counts = {"model": settings["model"]["name"], "dataset": settings["dataset"], "base": base, **counts,
               "prompts_too_long": len(completions.too_long),
               "sampling": {key: options[key] for key in sorted(options)},
@@ -89,3 +110,8 @@ def run(settings: dict, *, base: str, data_path: str, out: str, counts_path: str
     log.info("SFT set %s: %d solutions kept for %d of %d problems (%d of %d samples correct)", out,
              counts["kept"], counts["problems_kept"], counts["problems"], counts["correct"], counts["samples"])
     return counts
+
+
+def _tokens(tokenizer, text: str) -> int:
+    """Generated tokens of a completion: its text and the end-of-sequence token."""
+    return len(tokenizer(text, add_special_tokens=False)["input_ids"]) + 1

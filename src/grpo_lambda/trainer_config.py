@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from grpo_lambda.objectives import ObjectiveParams
-from grpo_lambda.variants import check_config_fields
+from grpo_lambda.variants import check_config_fields, check_trace_length
 
 # Paper Table 2: negative advantages clamped at −0.1 for GRPO-λ.
 PAPER_ADVANTAGE_CLAMP = -0.1
@@ -47,11 +47,12 @@ class GRPOLambdaConfig(GRPOConfig):
                   "trace of 1 + σ(log π − 1) (ε-weight)."},
     )
     trace_eps: float = field(default=0.0, metadata={"help": "Floor ε of the off-diagonal trace weights."})
-    trace_length: int | None = field(
+    trace_length: int | str | None = field(
         default=None,
-        metadata={"help": "The absolute form's n: a constant, so that a token's weights do not depend on how wide "
-                  "its batch was padded. None: max_completion_length, rounded up to pad_to_multiple_of (the "
-                  "authors' code: its padded response length)."},
+        metadata={"help": "The absolute form's n. A number: a constant of the run, so that a token's weights do not "
+                  "depend on its batch. None: max_completion_length, rounded up to pad_to_multiple_of. "
+                  "'batch_max': the longest completion of each batch (the released code's default, "
+                  "use_batch_max_for_trace, under TRL's padding)."},
     )
     advantage_clamp: float | str | None = field(
         default="auto",
@@ -82,10 +83,10 @@ class GRPOLambdaConfig(GRPOConfig):
         default=None,
         metadata={"help": "OAR per-token advantage weights: 'gradient' (OAR-G), 'perturbation' (OAR-P) or None."},
     )
-    oar_quantile: float = field(default=0.5, metadata={"help": "OAR: quantile q splitting suppressed and boosted "
-                                                       "tokens (not published; our choice)."})
-    oar_boost: float = field(default=1.0, metadata={"help": "OAR: boost β of the tokens above the quantile (not "
-                                                    "published; our choice)."})
+    oar_quantile: float = field(default=0.25, metadata={"help": "OAR: quantile q splitting suppressed and boosted "
+                                                        "tokens (the authors' threshold, 0.25)."})
+    oar_boost: float = field(default=1.0, metadata={"help": "OAR: boost β of the tokens above the quantile (the "
+                                                    "authors' beta, 1.0)."})
     oar_sigma: float = field(default=1e-3, metadata={"help": "OAR-G: standard deviation of the embedding noise."})
     oar_answer_tokens: int = field(
         default=8,
@@ -99,9 +100,7 @@ class GRPOLambdaConfig(GRPOConfig):
         if isinstance(self.oar_method, str) and self.oar_method.lower() in ("none", "null"):
             self.oar_method = None  # from a command line
         check_config_fields(self)  # the fields a variant key sets, against the schema
-        length = self.trace_length  # set by rl.trl, not by a variant
-        if length is not None and (isinstance(length, bool) or not isinstance(length, int) or length < 1):
-            raise ValueError(f"trace_length must be a positive int or None, got {length!r}")
+        check_trace_length(self.trace_length)  # set by rl.trl, not by a variant
 
 
 def objective_params(args: GRPOLambdaConfig) -> ObjectiveParams:

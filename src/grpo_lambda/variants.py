@@ -35,6 +35,9 @@ OBJECTIVES = {
 # The objectives whose ratio is the credit-weighted geometric mean of the ratios in its scope (P-trace, S-trace).
 HISTORY_OBJECTIVES = ("ptrace", "strace")
 OAR_METHODS = ("gradient", "perturbation")
+# The absolute trace form's n when it is not a number: the longest completion of the batch the loss sees
+# (the released code's use_batch_max_for_trace, under TRL's padding). Set as rl.trl.trace_length.
+BATCH_MAX = "batch_max"
 
 _DECAYED = ("grpo_lambda", *HISTORY_OBJECTIVES)  # the objectives with a decay λ (and γ)
 
@@ -256,3 +259,11 @@ def swept_variants(config: dict) -> dict[str, tuple[str, dict]]:
             if name in config["variants"]:
                 found[name] = (base, point)
     return found
+
+
+def check_trace_length(length) -> None:
+    """A trace length is a positive int, "batch_max" or None; ValueError otherwise."""
+    if length is None or length == BATCH_MAX:
+        return
+    if isinstance(length, bool) or not isinstance(length, int) or length < 1:
+        raise ValueError(f"trace_length must be a positive int, {BATCH_MAX!r} or None, got {length!r}")
