@@ -365,3 +365,13 @@ def test_the_open_r1_sft_set_is_named_once_for_the_study_and_from_the_registry()
     config["models"][model]["sft"] = {"open_r1": {"limit": 5}}
     with pytest.raises(study.ConfigError, match=rf"models\.{model}\.sft\.open_r1: .*top-level sft\.open_r1"):
         study.validate(config)
+
+
+@pytest.mark.parametrize("where", ["top", "model"])
+def test_the_old_sft_key_names_are_refused_naming_trls(where):
+    """sft.epochs and sft.batch_size are TRL's num_train_epochs and per_device_train_batch_size: one vocabulary."""
+    raw = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    block = raw["sft"] if where == "top" else raw["models"]["tiny"].setdefault("sft", {})
+    block["epochs"] = 3
+    with pytest.raises(study.ConfigError, match=r"sft\.epochs is now .*sft\.num_train_epochs \(TRL's SFTConfig name\)"):
+        study.validate(raw)

@@ -33,7 +33,7 @@ benchmarks:
     path: data/held-out.csv
     fields: {problem: q, answer: a, id: ref}
     answer_kind: number
-sft: {epochs: 2, learning_rate: 3e-3, batch_size: 8, max_length: 96}
+sft: {num_train_epochs: 2, learning_rate: 3e-3, per_device_train_batch_size: 8, max_length: 96}
 rl: {max_steps: 2, learning_rate: 1e-5, num_generations: 4, per_device_train_batch_size: 8,
      max_completion_length: 48, save_steps: 2}
 variants:

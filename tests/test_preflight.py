@@ -110,7 +110,7 @@ def test_the_study_check_runs_every_stage_and_reads_the_accuracies(tmp_path):
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     config["datasets"]["arith"]["n"] = 200
     config["benchmarks"] = {name: {**spec, "n": 20} for name, spec in list(config["benchmarks"].items())[:2]}
-    config["sft"]["epochs"] = 1
+    config["sft"]["num_train_epochs"] = 1
     config["rl"].update(max_steps=2, per_device_train_batch_size=8, max_completion_length=32, save_steps=5)
     config["evaluation"]["max_new_tokens"] = 32
     path = tmp_path / "study.yaml"

@@ -59,7 +59,7 @@ def test_rehearsal_config_mirrors_the_paper_grid():
                if study.sft_uses_self_distillation(config, model))
     assert any(spec.get("lora") for spec in config["models"].values())
     assert any(not spec.get("lora") for spec in config["models"].values())
-    assert len(config["datasets"]) >= 2 and config["sft"]["epochs"] >= 1
+    assert len(config["datasets"]) >= 2 and config["sft"]["num_train_epochs"] >= 1
     lambdas = [v for v in config["variants"].values() if v["objective"] == "grpo_lambda"]
     assert len(lambdas) >= 2 and all(v["form"] == "absolute" and v["eps"] == 1e-7 for v in lambdas)
     assert "grpo" in config["variants"] and config["rl"]["beta"] > 0

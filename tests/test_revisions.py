@@ -71,7 +71,7 @@ def test_a_dataset_missing_from_the_record_is_an_error_naming_it(tmp_path):
 
 def test_sft_reads_the_hub_model_at_its_revision_and_records_the_commit(tmp_path, cli):
     """grpo-lambda sft with a hub id as --base, offline: the snapshot of the model's revision (a tag here), not the
-    default branch's, is what SFT starts from (sft.epochs 0 copies it); its provenance and the fingerprint of an
+    default branch's, is what SFT starts from (sft.num_train_epochs 0 copies it); its provenance and the fingerprint of an
     RL cell on it carry that commit."""
     from grpo_lambda import tiny
     from conftest import largest_weight_change
@@ -87,7 +87,7 @@ def test_sft_reads_the_hub_model_at_its_revision_and_records_the_commit(tmp_path
     data = tmp_path / "data.jsonl"
     files.write_jsonl(data, [{"id": "a", "problem": "1+1", "answer": "2", "solution": "\\boxed{2}"}])
     settings = {"model": {"name": "t", "source": "org/tiny", "prompt": "plain", "lora": None, "revision": "v2"},
-                "dataset": "d", "sft": {"epochs": 0}}
+                "dataset": "d", "sft": {"num_train_epochs": 0}}
     out = tmp_path / "sft" / "model"
     env = {**os.environ, "HF_HOME": str(hf_home), "HF_HUB_OFFLINE": "1", "HF_DATASETS_OFFLINE": "1"}
     done = subprocess.run([cli, "sft", "--settings", json.dumps(settings), "--base", "org/tiny", "--data", str(data),

@@ -16,7 +16,7 @@ RANK = 2
 def fine_tune(folder, base, *, lora: dict | None):
     raw = yaml.safe_load(E2E_CONFIG.read_text())
     raw["datasets"]["arith"]["n"] = 32
-    raw["sft"].update(epochs=2, batch_size=8, learning_rate=1.0e-2)
+    raw["sft"].update(num_train_epochs=2, per_device_train_batch_size=8, learning_rate=1.0e-2)
     if lora:
         raw["models"]["tiny"]["lora"] = lora
     config = study.validate(raw)

@@ -108,7 +108,7 @@ def test_paper_config_self_distils_every_model_with_the_papers_sft_numbers():
     for model in config["models"]:
         settings = study.sft_settings(config, model)
         assert study.sft_uses_self_distillation(config, model)
-        assert (settings["epochs"], settings["learning_rate"], settings["batch_size"],
+        assert (settings["num_train_epochs"], settings["learning_rate"], settings["per_device_train_batch_size"],
                 settings["gradient_accumulation_steps"], settings["max_length"]) == (1, 2e-5, 2, 8, 4096)
         assert study.stage_settings(config, "sft", model=model, dataset="gsm8k")["sft"]["data"] == "self_distill"
     prompts = {model: spec["prompt"] for model, spec in config["models"].items()}

@@ -149,7 +149,7 @@ def test_the_script_runs_one_study_per_sft_seed_and_writes_their_spread(tmp_path
     del config["models"]["tiny-distill"], config["models"]["tiny-shared"]
     del config["benchmarks"]["arith-2"]
     config["evaluation"]["checkpoints"] = []
-    config["sft"]["epochs"] = 10
+    config["sft"]["num_train_epochs"] = 10
     config["rl"].update(max_steps=2, save_steps=2)
     config["results"] = str(tmp_path / "results")
     config["sft"]["seed"] = 0

@@ -257,6 +257,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
     if not isinstance(config, dict):
         raise ConfigError(f"{source}: the config must be a mapping, got {type(config).__name__}")
     config = copy.deepcopy(config)
+    _check_renamed(config, source)
     schema = load_schema()
     validator = _set_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), _key_path(e)))
@@ -327,6 +328,20 @@ def _check_report(config: dict, source: str) -> None:
         report_options(config)
     except ValueError as error:
         raise ConfigError(f"{source}: {error}") from None
+
+
+# sft keys renamed to TRL's SFTConfig names: a config that still spells the old ones is told the new.
+RENAMED_SFT_KEYS = {"epochs": "num_train_epochs", "batch_size": "per_device_train_batch_size"}
+
+
+def _check_renamed(config: dict, source: str) -> None:
+    blocks = [("sft", config.get("sft"))] + [(f"models.{name}.sft", spec.get("sft"))
+                                              for name, spec in (config.get("models") or {}).items()
+                                              if isinstance(spec, dict)]
+    for where, block in blocks:
+        for old, new in RENAMED_SFT_KEYS.items():
+            if isinstance(block, dict) and old in block:
+                raise ConfigError(f"{source}: {where}.{old} is now {where}.{new} (TRL's SFTConfig name)")
 
 
 def _non_finite_numbers(value, path: str):
@@ -442,7 +457,7 @@ def sft_settings(config: dict, model: str) -> dict:
 
 def sft_uses_self_distillation(config: dict, model: str) -> bool:
     settings = sft_settings(config, model)
-    return settings["data"] == "self_distill" and settings.get("epochs", 1) != 0
+    return settings["data"] == "self_distill" and settings.get("num_train_epochs", 1) != 0
 
 
 # sft.data open_r1: one SFT model per base model on open-r1's SFT set, shared by all its training sets.

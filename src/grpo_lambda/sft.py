@@ -38,7 +38,7 @@ def sft_dataset(rows: list[dict], tokenizer, template: str, *, system_prompt: st
         raise ValueError(
             f"{missing} of {len(rows)} training rows have no 'solution' to fine-tune on; "
             "set sft.data: self_distill to fine-tune on the base model's own correct samples, "
-            "or sft.epochs: 0 to start RL from the base model")
+            "or sft.num_train_epochs: 0 to start RL from the base model")
     if answer_format == "think_answer":
         unboxed = [row for row in rows if boxed_span(row["solution"]) is None]
         if unboxed:
@@ -58,13 +58,13 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
     options = settings["sft"]
     made_by = provenance.record(revisions=fingerprint.source_revisions(base, data_path))  # hub inputs' commits
     tokenizer = load_tokenizer(base, padding_side="right")
-    if options.get("epochs", 1) == 0:
+    if options.get("num_train_epochs", 1) == 0:
         from accelerate import PartialState
 
         state = PartialState()
         log_world_size(state, "sft")
         if state.is_main_process:  # nothing to train: one process copies the base model
-            log.info("sft.epochs is 0: the SFT model is the base model %s", base)
+            log.info("sft.num_train_epochs is 0: the SFT model is the base model %s", base)
             model = AutoModelForCausalLM.from_pretrained(base, dtype="auto")
             with files.atomic_path(out_dir) as tmp:
                 model.save_pretrained(tmp)
@@ -85,9 +85,9 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
         with tempfile.TemporaryDirectory(prefix="sft-") as scratch:
             args = SFTConfig(
                 output_dir=scratch,
-                num_train_epochs=options.get("epochs", 1),
+                num_train_epochs=options.get("num_train_epochs", 1),
                 learning_rate=options.get("learning_rate", 2e-5),
-                per_device_train_batch_size=options.get("batch_size", 8),
+                per_device_train_batch_size=options.get("per_device_train_batch_size", 8),
                 gradient_accumulation_steps=options.get("gradient_accumulation_steps", 1),
                 lr_scheduler_type=options.get("lr_scheduler_type", "cosine"),
                 warmup_steps=options.get("warmup_steps", 0),
