@@ -25,23 +25,25 @@ done
 seeds=("${@}")
 [ ${#seeds[@]} -gt 0 ] || seeds=(0 1 2 3)
 
-results=$(python -c 'import sys, yaml; print(yaml.safe_load(open(sys.argv[1]))["results"])' "$configfile")
+results=$(python -c 'import sys; from grpo_lambda import config; print(config.load(sys.argv[1])["results"])' "$configfile")
 runs=()
 for seed in "${seeds[@]}"; do
-  # The config with this SFT seed and its own results folder (Snakemake's --config cannot set a
-  # nested number), written beside the run it makes; prints that config's path and results folder.
+  # The config with this SFT seed and its own results folder, written beside the run it makes (a file, so
+  # that the run can be remade and checked alone); prints that config's path and results folder.
   { read -r run_config; read -r run; } < <(python - "$configfile" "$seed" <<'EOF'
 import sys, yaml
+from grpo_lambda import config as study
 from grpo_lambda.files import write_text
 path, seed = sys.argv[1], int(sys.argv[2])
-config = yaml.safe_load(open(path))
-if config.get("sft", {}).get("seed", 0) != seed:
-    config["results"] = f"{config['results']}-sft{seed}"
-    config.setdefault("sft", {})["seed"] = seed
-    path = f"{config['results']}/config.yaml"
-    write_text(path, yaml.safe_dump(config, sort_keys=False, allow_unicode=True))
+raw, validated = study.read_yaml(path), study.load(path)
+results = validated["results"]
+if validated["sft"].get("seed", 0) != seed:
+    results = raw["results"] = f"{results}-sft{seed}"
+    raw.setdefault("sft", {})["seed"] = seed
+    path = f"{results}/config.yaml"
+    write_text(path, yaml.safe_dump(raw, sort_keys=False, allow_unicode=True))
 print(path)
-print(config["results"])
+print(results)
 EOF
 )
   echo "SFT seed $seed: $run (config $run_config)"
