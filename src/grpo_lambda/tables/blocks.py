@@ -162,8 +162,10 @@ def _verdict_sentence(what: str, rows: pd.DataFrame, estimate: str, verdict: str
         if chosen.empty:
             continue
         if len(chosen) > 4:
-            note = (f"; smallest gap detectable at 80% power {_level(chosen[mde].min())} to {_level(chosen[mde].max())}"
-                    if word == UNRESOLVED else "")
+            # a line identical to the baseline (a check line) has no spread and detects any gap: left out
+            detectable = chosen[mde][chosen[mde] > 0]
+            note = (f"; smallest gap detectable at 80% power {_level(detectable.min())} to {_level(detectable.max())}"
+                    if word == UNRESOLVED and not detectable.empty else "")
             parts.append(f"**{word}**: {len(chosen)} lines ({_signed(chosen[estimate].min())} to "
                          f"{_signed(chosen[estimate].max())}{note})")
             continue
