@@ -68,6 +68,7 @@ from grpo_lambda.tables.labels import method_label, objective, variant_label, va
 from grpo_lambda.tables.names import expand, FIGURE_FORMATS, FIGURES  # noqa: E402
 from grpo_lambda.tables.options import report_options  # noqa: E402
 from grpo_lambda.traces import STYLES, trace_matrix  # noqa: E402
+from grpo_lambda.variants import BATCH_MAX  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.container import BarContainer  # noqa: E402
 
@@ -241,12 +242,17 @@ def trace_settings(config: dict, options: dict) -> tuple[float, int, int]:
     """(λ, n, tokens) that Figure 2 draws: the largest λ below 1 of Figure 1's model's GRPO-λ variants
     (else FIGURE2_LAM), the absolute form's n of that model's runs (``rl.trl.trace_length``, else
     ``rl.max_completion_length``, the trainer's default), and a completion of FIGURE2_TOKENS tokens (n
-    if shorter)."""
+    if shorter). With ``trace_length: batch_max`` n is each batch's longest completion, which no config
+    fixes: the figure draws its bound, ``rl.max_completion_length`` (a batch with one completion at full
+    length), where the absolute form leaves a short completion the least credit."""
     model = options["figure1_model"]
     lams = [variant_spec(config, v)["lam"] for v in model_variants(config, model)
             if objective(config, v) == "grpo_lambda" and 0 < variant_spec(config, v)["lam"] < 1]
     rl = rl_settings(config, model)
-    n = int(rl["trl"].get("trace_length") or rl.get("max_completion_length", TRL_MAX_COMPLETION_LENGTH))
+    trace_length = rl["trl"].get("trace_length")
+    if trace_length is None or trace_length == BATCH_MAX:
+        trace_length = rl.get("max_completion_length", TRL_MAX_COMPLETION_LENGTH)
+    n = int(trace_length)
     return (max(lams) if lams else FIGURE2_LAM), n, min(FIGURE2_TOKENS, n)
 
 
