@@ -16,6 +16,7 @@ from conftest import E2E_CONFIG, ROOT
 from grpo_lambda import spread
 from grpo_lambda.stats import student_t_quantile
 from grpo_lambda.tables import write
+from grpo_lambda.tables import blocks
 
 
 # Student's t quantiles from published tables (e.g. NIST/SEMATECH e-Handbook, table 1.3.6.7.2).
@@ -106,6 +107,20 @@ def test_the_spread_of_runs_and_a_checked_run_against_it(run_tables, tmp_path):
     near = _shifted_run(run_tables, tmp_path / "near", 0.03)
     assert spread.spread_table(runs, check=("near", near))["inside"].all()
 
+
+
+def test_the_spread_block_shows_each_run_and_says_where_the_held_out_run_falls(run_tables, tmp_path):
+    runs = {f"run{i}": _shifted_run(run_tables, tmp_path / f"run{i}", offset) for i, offset in enumerate([0.0, 0.02, 0.05])}
+    table = spread.spread_table(runs, check=("far", _shifted_run(run_tables, tmp_path / "far", 0.5)))
+    block = blocks._spread(table)
+    header, _, *rows = block.strip().splitlines()
+    assert header.split(" | ")[1:4] == ["run0", "run1", "run2"] and "far (held out)" in header
+    assert len(rows) == len(table)
+    for line, (_, row) in zip(rows, table.iterrows()):
+        cells = [cell.strip() for cell in line.strip("| ").split(" | ")]
+        assert cells[0] == row["quantity"] and cells[-1].endswith(", outside")  # 0.5 away: outside
+        assert float(cells[1].replace("−", "-")) == pytest.approx(row["run0"], abs=5e-4)
+    assert blocks._spread(None).startswith("No spread")
 
 def test_each_run_is_set_against_the_interval_of_the_others(run_tables, tmp_path):
     # Three runs within 0.002 of each other and one 0.3 away: the far one falls outside the narrow

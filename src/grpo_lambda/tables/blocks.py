@@ -14,7 +14,9 @@ The blocks (:func:`run_blocks`): ``headline`` (Table 1's average accuracies, the
 where docs/<run>/spread.csv holds them, the predictions for a run on another machine), ``summary``
 (the verdicts, as sentences), ``comparison`` (every line against the baseline: accuracy and
 training-reward AUC), ``factorial`` (the effects of report.factorial), ``diagnostics`` (clip
-fractions, entropy, KL, DAPO's dropped groups) and ``provenance`` (what made the run).
+fractions, entropy, KL, DAPO's dropped groups), ``spread`` (docs/<run>/spread.csv: the headline numbers
+of one run per SFT seed, their mean and the prediction for one more run) and ``provenance`` (what made
+the run).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from grpo_lambda.tables.options import report_options
 from grpo_lambda.tables.verdicts import AHEAD, BEHIND, EQUIVALENT, UNRESOLVED
 
 MARKER = re.compile(r"<!-- generated: (?P<name>[\w.-]+/[\w.-]+) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
-BLOCKS = ("headline", "summary", "comparison", "factorial", "diagnostics", "provenance")
+BLOCKS = ("headline", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance")
 VERDICT_ORDER = (AHEAD, BEHIND, EQUIVALENT, UNRESOLVED)
 
 
@@ -62,6 +64,7 @@ def run_blocks(run: str, config: dict, tables: dict[str, pd.DataFrame], info: di
               "comparison": lambda: _comparison(config, tables, options),
               "factorial": lambda: _factorial(tables["factorial"], options),
               "diagnostics": lambda: _diagnostics(tables["diagnostics"]),
+              "spread": lambda: _spread(spread),
               "provenance": lambda: _provenance(info)}
     return {f"{run}/{name}": makers[name]() for name in BLOCKS}
 
@@ -291,6 +294,30 @@ def _diagnostics(diagnostics: pd.DataFrame) -> str:
                  for _, row in rows.iterrows()]
         parts.append((key, _table(header, lines)))
     return _titled(parts)
+
+
+def _spread(spread: pd.DataFrame | None) -> str:
+    """One row per headline number: each SFT seed's run, the mean over them with its interval, the
+    prediction for one more run, how many runs fell inside the others' prediction, and the held-out
+    check run (the column before ``mean`` when ``inside`` is present), which enters no interval."""
+    if spread is None or spread.empty:
+        return "No spread across SFT seeds published.\n"
+    columns = list(spread.columns)
+    runs = columns[columns.index("quantity") + 1:columns.index("mean")]
+    check = runs.pop() if "inside" in columns else None
+    header = ["quantity", *runs, "mean over runs [95% CI]", "one more run (95% prediction)"]
+    header += ["left out, inside the others'"] if "left_out_inside" in columns else []
+    header += [f"{check} (held out)"] if check else []
+    rows = []
+    for _, row in spread.iterrows():
+        show = _signed if row["quantity"].startswith("paired") else _level  # a gap carries its sign
+        line = [row["quantity"], *[show(row[run]) for run in runs],
+                _interval(row["mean"], row["mean_low"], row["mean_high"], show is _signed),
+                f"[{show(row['prediction_low'])}, {show(row['prediction_high'])}]"]
+        line += [row["left_out_inside"]] if "left_out_inside" in columns else []
+        line += [f"{show(row[check])}, {'inside' if row['inside'] else 'outside'}"] if check else []
+        rows.append(line)
+    return _table(header, rows)
 
 
 def _state(dirty: bool) -> str:
