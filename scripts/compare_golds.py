@@ -1,6 +1,6 @@
 """Compare benchmark copies with the evaluation code's own: the paper's evaluation suite
-(sail-sg/understand-r1-zero, datasets/evaluation_suite, a save_to_disk DatasetDict) against JSONL or
-parquet copies of the five benchmarks (the hub's, or any local ones), problem by problem.
+(sail-sg/understand-r1-zero, datasets/evaluation_suite, a save_to_disk DatasetDict) against JSONL
+copies of the five benchmarks (the hub's, or any local ones), problem by problem.
 
     python scripts/compare_golds.py SUITE_FOLDER COPIES_FOLDER
 
@@ -8,8 +8,9 @@ SUITE_FOLDER is a checkout's datasets/evaluation_suite; COPIES_FOLDER holds aime
 math500.jsonl, minerva.jsonl and olympiadbench.jsonl (the registry's names, hub fields or normalised rows).
 Both sides are read through the dataset registry's normalisation (grpo_lambda.data.registry), so a gold
 written 27.0 on one side and 27 on the other is the same gold; problems are matched by their text with
-whitespace collapsed. Prints one line per benchmark: rows on each side, problems matched, golds equal, and the
-first few differing golds. Exit status 1 when any count or gold differs.
+whitespace collapsed; a problem text that appears twice on one side is reported (its golds cannot be
+matched one to one). Prints one line per benchmark: rows on each side, problems matched, golds equal,
+repeated texts, and the first few differing golds. Exit status 1 when any count or gold differs.
 """
 
 from __future__ import annotations
@@ -40,8 +41,9 @@ def compare(suite_rows: list[dict], copy_rows: list[dict]) -> dict:
     shared = sorted(set(suite) & set(copies))
     differing = [(problem, suite[problem], copies[problem]) for problem in shared
                  if _as_set(suite[problem]) != _as_set(copies[problem])]
+    repeated = (len(suite_rows) - len(suite)) + (len(copy_rows) - len(copies))
     return {"suite": len(suite_rows), "copy": len(copy_rows), "matched": len(shared),
-            "golds_equal": len(shared) - len(differing), "differing": differing}
+            "golds_equal": len(shared) - len(differing), "repeated": repeated, "differing": differing}
 
 
 def main(argv=None) -> int:
@@ -67,7 +69,7 @@ def main(argv=None) -> int:
 def report(name: str, result: dict) -> int:
     """Print one benchmark's line; 1 when a count or a gold differs."""
     print(f"{name}: suite {result['suite']}, copy {result['copy']}, matched {result['matched']}, "
-          f"golds equal {result['golds_equal']}")
+          f"golds equal {result['golds_equal']}, texts repeated {result['repeated']}")
     for problem, gold, other in result["differing"][:3]:
         print(f"  differs: {problem[:60]!r}: suite {gold!r}, copy {other!r}")
     return int(not result["suite"] == result["copy"] == result["matched"] == result["golds_equal"])

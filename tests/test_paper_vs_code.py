@@ -74,3 +74,6 @@ def test_the_gold_comparison_finds_a_changed_gold_and_a_missing_problem():
     changed = compare(suite, [{"problem": "1+1?", "answer": "3"}, {"problem": "a b", "answer": ["x", "y"]}])
     assert (changed["copy"], changed["matched"], changed["golds_equal"]) == (2, 2, 1)
     assert changed["differing"] == [("1+1?", "2", "3")]
+    assert same["repeated"] == changed["repeated"] == 0
+    twice = compare(suite, [*suite, {"problem": "c ", "answer": "4"}])  # "c" twice in the copy
+    assert twice["repeated"] == 1

@@ -64,7 +64,7 @@ import pandas as pd  # noqa: E402
 from grpo_lambda.config import model_datasets, model_variants, rl_settings, TRL_MAX_COMPLETION_LENGTH  # noqa: E402
 from grpo_lambda.files import atomic_path, write_text  # noqa: E402
 from grpo_lambda.tables.keys import AVERAGE, SFT  # noqa: E402
-from grpo_lambda.tables.labels import method_label, objective, variant_label, variant_spec  # noqa: E402
+from grpo_lambda.tables.labels import objective, variant_label, variant_spec  # noqa: E402
 from grpo_lambda.tables.names import expand, FIGURE_FORMATS, FIGURES  # noqa: E402
 from grpo_lambda.tables.options import report_options  # noqa: E402
 from grpo_lambda.traces import STYLES, trace_matrix  # noqa: E402
@@ -181,7 +181,7 @@ def _method_bars(config: dict, t1: pd.DataFrame, model: str, targets: list[str])
     bars = []
     # records, not itertuples: benchmark names such as "arith-1" are not attribute names
     for row in t1[t1["model"] == model].to_dict("records"):
-        bars.append({"label": method_label(config, row["method"]),
+        bars.append({"label": row["label"],  # Table 1's name of the row: a one-variant method by its variant
                      "colour": _method_colour(config, row["method"], row["variants"].split()),
                      **{key: np.array([row[f"{t}{suffix}"] for t in targets], dtype=float)
                         for key, suffix in (("value", ""), ("low", "_low"), ("high", "_high"))}})

@@ -10,8 +10,9 @@
 
 and the generated blocks of README.md and docs/**/*.md named ``<run>/...`` rewritten from the tables
 (grpo_lambda.tables.blocks). :func:`check_published` is the other direction: it rebuilds the tables
-and blocks of a published run from its raw files and names every committed file that differs (the
-test of the published runs calls it). Run it as ``python scripts/publish_run.py CONFIG DOCS_DIR``.
+and blocks of a published run from its raw files and names every committed table (CSV) and block that
+differs (the test of the published runs calls it; the Markdown tables and figures are written from
+those CSVs). Run it as ``python scripts/publish_run.py CONFIG DOCS_DIR``.
 """
 
 from __future__ import annotations
@@ -198,10 +199,6 @@ def job_times(results: Path) -> dict:
 
 
 def _version(name: str) -> str | None:
-    if name == "python":
-        import platform
-
-        return platform.python_version()
     try:
         return metadata.version(name)
     except metadata.PackageNotFoundError:

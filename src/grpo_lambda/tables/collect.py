@@ -12,7 +12,7 @@ import pandas as pd
 
 from grpo_lambda import files, layout
 from grpo_lambda.config import model_checkpoints, model_datasets, model_variants, rl_settings, sft_folder
-from grpo_lambda.stats import majority_correct, pass_at_k
+from grpo_lambda.stats import pass_at_k
 from grpo_lambda.tables.keys import FINAL, KEYS, SFT
 
 def final_step(config: dict, model: str) -> int:
