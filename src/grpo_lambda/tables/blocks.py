@@ -127,14 +127,17 @@ def _headline(config: dict, tables: dict, options: dict, spread: pd.DataFrame | 
     model = t1["model"].iloc[0]
     predictions = {}
     if spread is not None and not spread.empty:
-        predictions = {row.quantity: (row.prediction_low, row.prediction_high) for row in spread.itertuples()}
+        # keyed as grpo_lambda.spread.headline_numbers keys them: one study may hold several models and sets
+        predictions = {(row.model, row.dataset, row.quantity): (row.prediction_low, row.prediction_high)
+                       for row in spread.itertuples()}
 
-    def predicted(quantity: str) -> str:
-        low, high = predictions.get(quantity, (np.nan, np.nan))
+    def predicted(dataset: str, quantity: str) -> str:
+        low, high = predictions.get((model, dataset, quantity), (np.nan, np.nan))
         return "–" if pd.isna(low) else f"[{_level(low)}, {_level(high)}]"
 
     signed = lambda low, high: "–" if pd.isna(low) else f"[{_signed(low)}, {_signed(high)}]"  # noqa: E731
-    rows = [[row.label, _interval(row.average, row.average_low, row.average_high), predicted(f"accuracy: {row.label}")]
+    rows = [[row.label, _interval(row.average, row.average_low, row.average_high),
+             predicted(row.datasets, f"accuracy: {row.label}")]
             for row in t1[t1["model"] == model].itertuples()]
     paired, speed = tables["paired"], tables["learning_speed"]
     chosen = t1[(t1["model"] == model) & (t1["method"] == "grpo_lambda")]["variants"]
@@ -143,14 +146,16 @@ def _headline(config: dict, tables: dict, options: dict, spread: pd.DataFrame | 
                       & (paired["benchmark"] == AVERAGE)]
         for gap in gaps.itertuples():
             quantity = f"paired accuracy: {gap.label} − {gap.baseline}"
-            low, high = predictions.get(quantity, (np.nan, np.nan))
-            rows.append([f"{gap.label} − {variant_label(config, gap.baseline)}, paired",
+            low, high = predictions.get((model, gap.dataset, quantity), (np.nan, np.nan))
+            where = f" on {gap.dataset}" if len(gaps) > 1 else ""  # a study of several training sets
+            rows.append([f"{gap.label} − {variant_label(config, gap.baseline)}{where}, paired",
                          f"{_interval(gap.diff, gap.diff_low, gap.diff_high, True)}, Holm p {_p(gap.p_holm)}: "
                          f"**{gap.verdict}**", signed(low, high)])
         auc = speed[(speed["model"] == model) & (speed["variant"] == variant)]
         for row in auc.itertuples():
-            low, high = predictions.get(f"paired reward AUC: {row.label}", (np.nan, np.nan))
-            rows.append([f"training-reward AUC, {row.label} − {variant_label(config, options['baseline'])}",
+            low, high = predictions.get((model, row.dataset, f"paired reward AUC: {row.label}"), (np.nan, np.nan))
+            where = f" on {row.dataset}" if len(auc) > 1 else ""
+            rows.append([f"training-reward AUC, {row.label} − {variant_label(config, options['baseline'])}{where}",
                          f"{_interval(row.auc_vs_baseline, row.auc_vs_baseline_low, row.auc_vs_baseline_high, True)}, "
                          f"Holm p {_p(row.auc_p_holm)}: **{row.auc_verdict}**", signed(low, high)])
     return _table(["", "this run (one SFT model)", "a run on your machine should fall in (95% prediction)"], rows)
