@@ -142,6 +142,14 @@ def _rl_trl(**trl):
 CROSS_CHECKS = {
     "unknown rl.trl key": (_rl_trl(steps_per_generaton=2), r"config: rl\.trl\.steps_per_generaton is not a field"),
     "rl.trl key the pipeline sets": (_rl_trl(max_steps=3), r"rl\.trl\.max_steps is set by the pipeline itself; set rl\.max_steps"),
+    "vLLM under rl.trl, which the launcher never reads": (_rl_trl(vllm_mode="server"),
+                                                        r"rl\.trl\.vllm_mode is set by the pipeline itself; set rl\.vllm_mode"),
+    "vLLM server mode across nodes": (lambda c: (c["rl"].update(use_vllm=True, vllm_mode="server"),
+                                                 c["models"]["tiny"].update(nodes=2)),
+                                      r"rl\.vllm_mode: server mode starts the server inside a one-node job"),
+    "a fixed trace n shorter than a completion": (_rl_trl(trace_length=16),
+                                                  r"rl\.trl\.trace_length \(16\) is shorter than the completions "
+                                                  r"variant 'grpo' can write \(96 tokens"),
     "rl.trl value of the wrong type": (_rl_trl(steps_per_generation="two"),
                                        r"rl\.trl\.steps_per_generation is 'two' \(str\); TRL's field is int \| None"),
     "rl.trl flag given as text": (_rl_trl(mask_truncated_completions="yes"),

@@ -13,6 +13,8 @@ import pandas as pd
 import pytest
 import yaml
 
+from grpo_lambda.tables.blocks import find_blocks
+
 REPO = Path(__file__).resolve().parents[1]
 DOCS = REPO / "docs" / "default-run"
 TABLES = DOCS / "tables"
@@ -81,3 +83,12 @@ def test_across_sft_seeds_rl_beats_sft_and_the_held_out_run_falls_inside():
     rl = spread.loc[[name for name in spread.index if name.startswith("accuracy:") and name != "accuracy: SFT"]]
     assert len(rl) == len(RL_VARIANTS)
     assert (rl["prediction_low"] >= sft["prediction_high"] + 0.10).all()
+
+
+@pytest.mark.skipif(not (DOCS / "spread.csv").is_file(), reason="no spread across SFT seeds in docs/default-run")
+def test_every_headline_number_has_its_prediction_for_another_machine():
+    """The spread names its numbers as today's tables do: no line of the README's headline lacks one."""
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    block = dict(find_blocks(readme))["default-run/headline"]
+    rows = [line for line in block.strip().splitlines()[2:]]
+    assert rows and all(not line.rstrip(" |").endswith("–") for line in rows), block

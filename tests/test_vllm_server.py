@@ -118,7 +118,8 @@ STAGE = textwrap.dedent("""
     url = os.environ["GRPO_LAMBDA_VLLM_SERVER"]
     health = urllib.request.urlopen(url + "/health", timeout=5).status
     with open(sys.argv[1], "w") as handle:
-        json.dump({"url": url, "health": health, "gpus": os.environ["CUDA_VISIBLE_DEVICES"]}, handle)
+        json.dump({"url": url, "health": health, "gpus": os.environ["CUDA_VISIBLE_DEVICES"],
+                   "group_port": os.environ["GRPO_LAMBDA_VLLM_GROUP_PORT"]}, handle)
     time.sleep(float(sys.argv[2]))
     sys.exit(int(sys.argv[3]))
 """)
@@ -132,22 +133,26 @@ RUNNER = textwrap.dedent("""
 """)
 
 
-def run_stage(tmp_path, *, sleep, exit_code):
+def run_stage(tmp_path, *, sleep, exit_code, job=None, server_delay=0.5):
     """python -c RUNNER: grpo_lambda.launch's server mode around a fake stage, with the fake server."""
     stage = tmp_path / "stage.py"
     stage.write_text(STAGE)
     settings = json.dumps({"rl": {"use_vllm": True, "vllm_mode": "server"}})
     words = [sys.executable, str(stage), str(tmp_path / "stage.json"), str(sleep), str(exit_code),
              "--base", str(tmp_path / "model"), "--settings", settings, "--cell", str(tmp_path / "cell")]
-    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_JOB_ID": str(free_port())}
-    return subprocess.Popen([sys.executable, "-c", RUNNER, *fake_command(tmp_path, 0), "--", *words], env=env)
+    env = {**os.environ, "CUDA_VISIBLE_DEVICES": "0,1", "SLURM_JOB_ID": str(job or free_port())}
+    return subprocess.Popen([sys.executable, "-c", RUNNER, *fake_command(tmp_path, 0, delay=server_delay), "--",
+                             *words], env=env)
 
 
 def test_the_stage_runs_beside_a_healthy_server_and_its_status_is_the_jobs(tmp_path):
-    runner = run_stage(tmp_path, sleep=0, exit_code=5)
+    job = free_port()
+    runner = run_stage(tmp_path, sleep=0, exit_code=5, job=job)
     assert runner.wait(timeout=60) == 5
     seen = json.loads((tmp_path / "stage.json").read_text())
     assert seen["health"] == 200 and seen["gpus"] == "0"  # the server took GPU 1
+    # TRL's weight-sync port is the job's own, not TRL's one default for every job on the node
+    assert int(seen["group_port"]) == launch.GROUP_PORT_BASE + job % 20000 != 51216
     assert (tmp_path / "cell" / "vllm-server.log").is_file()
     assert not any(alive(pid) for pid in server_pids(tmp_path))
 
@@ -188,12 +193,28 @@ def test_the_train_stage_hands_the_started_server_to_trl(monkeypatch):
     from grpo_lambda import config as study
     from grpo_lambda import train
 
-    assert train.VLLM_SERVER_VARIABLE == launch.SERVER_VARIABLE
+    assert (train.VLLM_SERVER_VARIABLE, train.VLLM_GROUP_VARIABLE) == (launch.SERVER_VARIABLE, launch.GROUP_VARIABLE)
     config = study.load(ROOT / "config" / "config.yaml")
     config["rl"].update(use_vllm=True, vllm_mode="server")
     settings = study.stage_settings(config, "train", model="tiny", dataset="arith", variant="grpo")
     monkeypatch.setenv(launch.SERVER_VARIABLE, "http://10.0.0.7:40123")
-    assert train.build_config(settings, output_dir="o", seed=0).vllm_server_base_url == "http://10.0.0.7:40123"
+    monkeypatch.setenv(launch.GROUP_VARIABLE, "20123")
+    built = train.build_config(settings, output_dir="o", seed=0)
+    assert (built.vllm_server_base_url, built.vllm_group_port) == ("http://10.0.0.7:40123", 20123)
     config["rl"]["vllm_mode"] = "colocate"  # a colocated engine ignores it
     settings = study.stage_settings(config, "train", model="tiny", dataset="arith", variant="grpo")
     assert train.build_config(settings, output_dir="o", seed=0).vllm_server_base_url is None
+
+
+@pytest.mark.parametrize("sig", [signal.SIGTERM, signal.SIGINT])
+def test_a_job_cancelled_while_the_server_starts_stops_the_server(tmp_path, sig):
+    runner = run_stage(tmp_path, sleep=0, exit_code=0, server_delay=600)  # never healthy
+    deadline = time.monotonic() + 60
+    while not (tmp_path / "server.pid").exists() and time.monotonic() < deadline:
+        time.sleep(0.2)
+    pids = server_pids(tmp_path)
+    time.sleep(0.5)  # the runner is in its health-check loop
+    runner.send_signal(sig)
+    assert runner.wait(timeout=60) != 0
+    assert not (tmp_path / "stage.json").exists()  # the stage never started
+    assert not any(alive(pid) for pid in pids), "the server and its worker are stopped"

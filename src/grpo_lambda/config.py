@@ -684,7 +684,10 @@ def _check_variants(config: dict, source: str) -> None:
 PIPELINE_TRL_KEYS = {"output_dir": None, "max_steps": "rl.max_steps", "seed": "seeds",
                      "logging_steps": None, "logging_nan_inf_filter": None, "save_strategy": None,
                      "save_steps": "rl.save_steps", "save_total_limit": None, "report_to": None,
-                     "reward_weights": "the weights of rl.rewards"}
+                     "reward_weights": "the weights of rl.rewards",
+                     # the launcher reads these from rl (a server for rl.vllm_mode: server), not from rl.trl
+                     "use_vllm": "rl.use_vllm", "vllm_mode": "rl.vllm_mode",
+                     "vllm_server_base_url": None, "vllm_group_port": None}
 
 
 # A base class imported from a package that re-exports it lazily -> the module that defines it.
@@ -812,8 +815,30 @@ def _check_rl(config: dict, model: str, source: str) -> None:
     except ValueError as error:
         raise ConfigError(f"{source}: {_rl_key(config, model, 'trace_length', True)}: {error}") from None
 
+    if rl.get("use_vllm") and rl.get("vllm_mode") == "server" and int(config["models"][model].get("nodes", 1)) > 1:
+        raise ConfigError(f"{source}: {_rl_key(config, model, 'vllm_mode', False)}: server mode starts the server "
+                          f"inside a one-node job; models.{model}.nodes is {config['models'][model]['nodes']}: use "
+                          "vllm_mode colocate across nodes, or one node")
     for variant in model_variants(config, model):
         _check_batch(config, model, variant, rl, fields, source)
+        _check_trace_length(config, model, variant, rl, fields, source)
+
+
+def _check_trace_length(config: dict, model: str, variant: str, rl: dict, fields: dict, source: str) -> None:
+    """A fixed n of the absolute form holds every completion the variant's cells can write (the trace
+    operator refuses a batch wider than n, which would fail mid-run)."""
+    trace_length, own = rl["trl"].get("trace_length"), config["variants"][variant]
+    if not isinstance(trace_length, int) or isinstance(trace_length, bool):
+        return  # None or "batch_max": the batch's own width; a wrong value was named above
+    longest = own.get("max_completion_length", rl["trl"].get("max_completion_length", rl.get(
+        "max_completion_length", fields.get("max_completion_length", TRL_MAX_COMPLETION_LENGTH))))
+    multiple = own.get("pad_to_multiple_of", rl["trl"].get("pad_to_multiple_of", fields.get("pad_to_multiple_of")))
+    if isinstance(multiple, int) and multiple > 0:
+        longest = -(-longest // multiple) * multiple
+    if trace_length < longest:
+        raise ConfigError(f"{source}: {_rl_key(config, model, 'trace_length', True)} ({trace_length}) is shorter than "
+                          f"the completions variant {variant!r} can write ({longest} tokens, max_completion_length "
+                          "rounded up to pad_to_multiple_of): the trace operator would refuse the first wider batch")
 
 
 def _check_batch(config: dict, model: str, variant: str, rl: dict, fields: dict, source: str) -> None:

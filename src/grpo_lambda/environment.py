@@ -103,7 +103,7 @@ def _backends(config: dict) -> dict[str, list[str]]:
         rl, sft = {**study_rl, **(spec.get("rl") or {})}, {**study_sft, **(spec.get("sft") or {})}
         trl = {**(study_rl.get("trl") or {}), **((spec.get("rl") or {}).get("trl") or {})}
         distill = {**(study_sft.get("self_distill") or {}), **((spec.get("sft") or {}).get("self_distill") or {})}
-        if trl.get("use_vllm", rl.get("use_vllm")):
+        if rl.get("use_vllm"):  # never under rl.trl: config validation refuses it there
             needs.setdefault("vllm", []).append(f"models.{model}'s rl.use_vllm")
         if sft.get("data") == "self_distill" and distill.get("backend") == "vllm":
             needs.setdefault("vllm", []).append(f"models.{model}'s sft.self_distill.backend: vllm")

@@ -88,6 +88,10 @@ def accelerate_command(environ: dict, *, nodes: int, accelerate_config: str, pro
 SERVER_VARIABLE = "GRPO_LAMBDA_VLLM_SERVER"  # the server's base URL, read by the train stage
 SERVER_GPUS_VARIABLE = "GRPO_LAMBDA_VLLM_SERVER_GPUS"  # GPUs of the job that serve (default 1)
 SERVER_PORT_BASE = 40000  # the server's port for a job: one per job id, as accelerate's rendezvous port
+# The port of TRL's weight-sync group (vllm_group_port, 51216 by default for every job): one per job id
+# too, so that two server-mode jobs on one node never bind the same one.
+GROUP_VARIABLE = "GRPO_LAMBDA_VLLM_GROUP_PORT"
+GROUP_PORT_BASE = 20000
 
 
 def server_words(config: dict, model: str) -> list[str]:
@@ -161,6 +165,9 @@ class VLLMServer:
         except RuntimeError as error:
             self.stop()
             raise RuntimeError(f"{error} (log: {self.log})") from None
+        except BaseException:  # interrupted while waiting (Ctrl-C, a cancelled job): __exit__ will not run
+            self.stop()
+            raise
         print(f"grpo_lambda.launch: vLLM server up at {self.url} after {waited:.0f} s", file=sys.stderr, flush=True)
         return self
 
@@ -230,14 +237,18 @@ def serve_and_run(stage_words: list[str], environ: dict, *, timeout: float = 900
     visible = environ.get("CUDA_VISIBLE_DEVICES")
     stage_devices, server_devices = split_gpus(visible, torch.cuda.device_count() if visible is None else 0,
                                                server_gpus)
-    port = SERVER_PORT_BASE + int(environ.get("SLURM_JOB_ID", os.getpid())) % 20000
+    job = int(environ.get("SLURM_JOB_ID", os.getpid()))
+    port, group_port = SERVER_PORT_BASE + job % 20000, GROUP_PORT_BASE + job % 20000
     command = serve_command(base, port=port, gpus=server_gpus,
                             max_model_len=rl.get("trl", {}).get("vllm_max_model_length"),
                             gpu_memory_utilization=rl.get("vllm_gpu_memory_utilization", 0.9))
     cell = _option(stage_words, "--cell") or "."
+    # A cancelled job while the server starts (SIGTERM from SLURM): leave through the block, which stops it.
+    signal.signal(signal.SIGTERM, lambda number, frame: sys.exit(128 + number))
     with VLLMServer(command, port=port, log=Path(cell) / "vllm-server.log", timeout=timeout,
                     env={**environ, "CUDA_VISIBLE_DEVICES": server_devices}) as server:
-        stage_env = {**environ, "CUDA_VISIBLE_DEVICES": stage_devices, SERVER_VARIABLE: server.url}
+        stage_env = {**environ, "CUDA_VISIBLE_DEVICES": stage_devices, SERVER_VARIABLE: server.url,
+                     GROUP_VARIABLE: str(group_port)}
         stage = subprocess.Popen(stage_words, env=stage_env)
         # the job's shell killed (a cancelled job): stop the stage, then the server (on leaving the block)
         for sig in (signal.SIGTERM, signal.SIGINT):

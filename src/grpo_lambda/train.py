@@ -59,6 +59,7 @@ LOG_COLUMNS = {
 # The vLLM server a train job started for itself (grpo_lambda.launch --vllm-server, its SERVER_VARIABLE;
 # not imported from there, so that the launcher stays out of the training code's fingerprint).
 VLLM_SERVER_VARIABLE = "GRPO_LAMBDA_VLLM_SERVER"
+VLLM_GROUP_VARIABLE = "GRPO_LAMBDA_VLLM_GROUP_PORT"  # its weight-sync port, one per job
 # Passed to TRL as they are when present in the rl settings.
 TRL_KEYS = (
     "learning_rate", "lr_scheduler_type", "warmup_steps", "num_generations", "per_device_train_batch_size",
@@ -280,6 +281,8 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
     kwargs.update(rl.get("trl", {}))
     if rl.get("vllm_mode") == "server" and os.environ.get(VLLM_SERVER_VARIABLE):
         kwargs["vllm_server_base_url"] = os.environ[VLLM_SERVER_VARIABLE]  # the server the job started
+        if os.environ.get(VLLM_GROUP_VARIABLE):
+            kwargs["vllm_group_port"] = int(os.environ[VLLM_GROUP_VARIABLE])
     kwargs.update(variant_config_kwargs(settings["variant"]))
     kwargs.update(trainer_hardware_kwargs(rl))
     return GRPOLambdaConfig(output_dir=output_dir, max_steps=rl["max_steps"], seed=seed, **kwargs)
