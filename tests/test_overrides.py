@@ -76,6 +76,21 @@ def test_overrides_take_the_schemas_types():
     assert study.coerce_override({"rl": {"max_steps": "five"}}) == {"rl": {"max_steps": "five"}}
 
 
+
+def test_sweep_values_reward_parameters_and_trl_unions_take_their_types():
+    # Snakemake hands every scalar of --config 'sweep={...}' over as text
+    coerced = study.coerce_override({"sweep": {"grpo": {"learning_rate": ["1e-5", "3e-5"], "beta": ["0", "0.04"],
+                                                        "loss_type": ["dr_grpo"]}},
+                                     "rl": {"rewards": [{"name": "overlong", "weight": "0", "cache_tokens": "16"}],
+                                            "trl": {"trace_length": "3072", "advantage_clamp": "-0.2"}}})
+    assert coerced["sweep"]["grpo"] == {"learning_rate": [1e-5, 3e-5], "beta": [0, 0.04], "loss_type": ["dr_grpo"]}
+    assert coerced["rl"]["rewards"] == [{"name": "overlong", "weight": 0, "cache_tokens": 16}]
+    assert coerced["rl"]["trl"] == {"trace_length": 3072, "advantage_clamp": -0.2}  # int | str, float | str
+    assert study.coerce_override({"rl": {"trl": {"trace_length": "batch_max"}}})["rl"]["trl"] == {
+        "trace_length": "batch_max"}
+    config = study.load(CONFIG, ["sweep={grpo: {learning_rate: [1e-5, 3e-5]}}"])
+    assert {name for name in config["variants"] if name.startswith("grpo.")} == {"grpo.lr_1e-5", "grpo.lr_3e-5"}
+
 def test_set_takes_a_dotted_key_or_snakemakes_form():
     base = study.read_yaml(CONFIG)
     assert study.parse_override("rl.max_steps=5", base) == {"rl": {"max_steps": 5}}

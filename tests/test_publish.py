@@ -116,6 +116,22 @@ def test_a_repo_template_must_give_every_cell_its_own_valid_repo(e2e):
         study.validate(raw)
 
 
+def test_a_study_that_never_publishes_is_not_refused_for_the_default_repo_name(e2e, cell, monkeypatch, tmp_path):
+    # A variant name that makes the default repo id longer than the hub's 96 characters
+    raw = yaml.safe_load(E2E_CONFIG.read_text())
+    long = "recent-trace-" + "x" * 80
+    raw["variants"][long] = raw["variants"].pop("recent-trace")
+    assert all("recent-trace" not in spec.get("variants", []) for spec in raw["models"].values())
+    config = study.validate(raw)  # no publish.repo_id: nothing to publish yet
+    RecordingApi.calls = []
+    monkeypatch.setattr(huggingface_hub, "HfApi", RecordingApi)
+    monkeypatch.setenv("HF_TOKEN", "hf_test")
+    settings = study.stage_settings(config, "publish", model="tiny", dataset="arith", variant=long)
+    with pytest.raises(ValueError, match="publish.repo_id: .* which the hub refuses"):  # publishing it is
+        publish.run(settings, cell_dir=str(cell), seed=0, out=str(tmp_path / "published.json"))
+    assert RecordingApi.calls == [] and not (tmp_path / "published.json").exists()
+
+
 def test_publish_targets_every_cell_and_runs_online():
     """publish_all asks for every cell's published.json; each runs the publish stage with the hub online."""
     plan = subprocess.run(["snakemake", "-n", "-p", "publish_all", "--configfile", str(E2E_CONFIG)], cwd=ROOT,

@@ -99,6 +99,9 @@ def loss(completions, **kwargs):
     return [0.0] * len(completions)
 
 NOT_A_FUNCTION = 3
+
+import functools
+partial_sevens = functools.partial(sevens)
 '''
 
 
@@ -130,6 +133,7 @@ def test_a_user_reward_is_imported_and_checked_when_the_config_is_read(user_modu
     ("{module}:wants_solution", r"requires \['solution'\], which TRL does not pass"),
     ("{module}:no_kwargs", r"TRL also passes \['prompts', .*\] by keyword: add \*\*kwargs"),
     ("{module}:positional", r"positional-only"),
+    ("{module}:partial_sevens", r"is a partial without a __name__, which TRL logs a reward by"),
     ("not written so", r"neither a reward of grpo_lambda.grading.reward .* nor a user reward written module:function"),
     ("formats", r"'formats' is neither a reward"),
 ])

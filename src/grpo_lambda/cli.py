@@ -253,7 +253,7 @@ def cmd_publish(args) -> None:
     settings = _settings(args, "publish", model=args.model, dataset=args.dataset, variant=args.variant)
     try:
         record = publish.run(settings, cell_dir=args.cell, seed=args.seed, out=args.out)
-    except (FileNotFoundError, PermissionError) as error:
+    except (FileNotFoundError, PermissionError, ValueError) as error:
         raise UsageError(str(error)) from None
     print(f"published {args.cell} to {record['repo_id']}: {record['commit_url']}")
 

@@ -202,6 +202,8 @@ def _fits(value, nodes: list[dict]) -> bool | None:
 
 
 def _coerce(value, node, schema: dict, path: tuple):
+    if len(path) == 4 and path[0] == "sweep" and path[3] is None:  # sweep.<variant>.<key>: [values]
+        node = schema["$defs"]["variant"]["properties"].get(path[2])
     nodes = _schema_node(node, schema)
     if isinstance(value, Mapping):
         return {key: _coerce(item, _child(nodes, key), schema, path + (key,)) for key, item in value.items()}
@@ -212,6 +214,10 @@ def _coerce(value, node, schema: dict, path: tuple):
     if isinstance(value, str) and _fits(value, nodes) is False:
         typed = _yaml_scalar(value)
         return typed if _fits(typed, nodes) else value
+    if isinstance(value, str) and _fits(value, nodes):
+        # text or a number (a reward's parameter): the text '16' is meant as YAML would read it, 16
+        typed = _yaml_scalar(value)
+        return typed if not isinstance(typed, str) and typed is not None and _fits(typed, nodes) else value
     if _JSON_TYPES["integer"](value) and _fits(value, nodes) is False and _fits(str(value), nodes):
         return str(value)  # results=2024: a folder name Snakemake read as a number
     return value
@@ -228,9 +234,12 @@ def _coerce_trl(key, value):
     if not isinstance(value, str) or key not in _trl_fields():
         return value
     types = _accepted_types(_trl_fields()[key][1])
-    if types is None or str in types:
+    if types is None:
         return value
+    # A field that also takes text (trace_length: int or "batch_max") takes '3072' as the number it reads as.
     typed = _yaml_scalar(value)
+    if isinstance(typed, str) or typed is None:
+        return value
     return typed if isinstance(typed, types) and not (isinstance(typed, bool) and bool not in types) else value
 
 
@@ -258,6 +267,9 @@ def validate(config: dict, *, source: str = "config") -> dict:
         raise ConfigError(f"{source}: the config must be a mapping, got {type(config).__name__}")
     config = copy.deepcopy(config)
     _check_renamed(config, source)
+    # A study that names its repos means to publish: its template is checked now; the default one only
+    # when a cell is published (a long swept variant name must not refuse a study that never publishes).
+    repo_template = isinstance(config.get("publish"), dict) and "repo_id" in config["publish"]
     schema = load_schema()
     validator = _set_defaults(jsonschema.Draft202012Validator)(schema)
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), _key_path(e)))
@@ -276,7 +288,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
         _check_rewards(config, model, source)
         _check_prompt(config, model, source)
     _check_report(config, source)
-    check_environment(config, source)
+    check_environment(config, source, repo_template=repo_template)
     return config
 
 
@@ -297,10 +309,12 @@ def _expand_sweep(config: dict, source: str) -> None:
             spec["variants"] = [name for listed in spec["variants"] for name in (made.get(listed) or [listed])]
 
 
-def check_environment(config: dict, source: str = "config", *, jobs: bool = False) -> None:
+def check_environment(config: dict, source: str = "config", *, jobs: bool = False,
+                      repo_template: bool = False) -> None:
     """Refuse what the installed software or the hub cannot serve (grpo_lambda.environment): a tracker that is
-    not installed where the jobs run, a publish.repo_id that does not give each cell its own repo; with
-    ``jobs`` (jobs are about to run: `grpo-lambda validate`, Snakemake's start), vLLM and DeepSpeed too."""
+    not installed where the jobs run; with ``repo_template``, a publish.repo_id that does not give each cell
+    its own valid repo; with ``jobs`` (jobs are about to run: `grpo-lambda validate`, Snakemake's start),
+    vLLM and DeepSpeed too."""
     from grpo_lambda import environment, publish
 
     for model in config["models"]:
@@ -311,7 +325,7 @@ def check_environment(config: dict, source: str = "config", *, jobs: bool = Fals
                     f"{source}: {_rl_key(config, model, key, True)}: jobs run offline (HF_HUB_OFFLINE=1) and every "
                     "cell would push to one repo; the publish rule pushes each cell's final model, with a model "
                     "card, to its own repo: set publish.repo_id and run `snakemake publish_all` (docs/running.md)")
-    problem = publish.template_problem(config["publish"]["repo_id"], rl_cells(config))
+    problem = publish.template_problem(config["publish"]["repo_id"], rl_cells(config)) if repo_template else None
     if problem:
         raise ConfigError(f"{source}: publish.repo_id: {problem}")
     found = environment.problems(config, jobs=jobs)

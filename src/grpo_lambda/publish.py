@@ -165,6 +165,9 @@ def run(settings: dict, *, cell_dir: str, seed: int, out: str, api=None) -> dict
         raise FileNotFoundError(f"{model_dir}: no trained model to publish (train the cell first)")
     if api.token is None and get_token() is None:
         raise PermissionError("publishing needs a Hugging Face token with write access: `hf auth login`, or set HF_TOKEN")
+    problem = template_problem(options["repo_id"], [cell])  # the default template is checked here, per cell
+    if problem:
+        raise ValueError(f"publish.repo_id: {problem}")
     user = api.whoami()["name"] if "{user}" in options["repo_id"] else ""
     repo = repo_id(options["repo_id"], cell, user)
     text = card(settings, cell, cell_path, repo)

@@ -252,6 +252,9 @@ def user_reward(path: str):
         raise ValueError(f"{path!r}: module {module_name!r} ({module.__file__}) has no {function_name!r}")
     if not callable(function):
         raise ValueError(f"{path!r} is a {type(function).__name__}, not a function")
+    if not isinstance(getattr(function, "__name__", None), str):
+        raise ValueError(f"{path!r} is a {type(function).__name__} without a __name__, which TRL logs a reward "
+                         "by: define it with def (a functools.partial can be wrapped in one)")
     problem = signature_problem(function)
     if problem:
         raise ValueError(f"{path!r}: {problem}")
