@@ -165,3 +165,12 @@ def test_gaps_to_the_baseline_are_paired_by_seed():
         assert close[f"{stat}_p"] < 0.05 and close[f"{stat}_verdict"] == "ahead"
         assert close[f"{stat}_mde"] == pytest.approx((2.364624 + 0.896030) * per_seed.std(ddof=1) / np.sqrt(n),
                                                      rel=1e-5)
+
+
+def test_a_run_whose_log_stops_early_and_never_reached_the_threshold_is_not_counted_as_reaching_it():
+    cfg = config()
+    short = logs()
+    short = short[~((short["variant"] == "never") & (short["step"] > 15))]  # its logs end at step 15
+    frame = learning_speed.learning_speed_table(cfg, short, report_options(cfg)).set_index("variant")
+    assert frame.loc["never", "steps"] == 15 and frame.loc["never", "steps_to_threshold"] == 16
+    assert frame.loc["never", "reached"] == "0/4" and frame.loc["fast", "reached"] == "4/4"

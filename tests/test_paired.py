@@ -110,3 +110,14 @@ def test_a_small_gap_on_mostly_shared_problems_is_distinguishable(paired, benchm
     # The gap is at least 2.7 paired sds (3.0, 2.8 and 4.1 here): the paired interval excludes 0.
     assert gap > 2.7 * paired_sd
     assert row.diff_low > 0 and bool(row.distinguishable)
+
+
+def test_the_seed_count_is_of_the_runs_both_arms_hold():
+    from grpo_lambda.stats import Term
+    from grpo_lambda.tables.paired import seed_count
+
+    treated = [Term(1.0, np.ones((4, 3)), "runs", "p", rows=(0, 1, 2, 3))]
+    base = [Term(-1.0, np.ones((2, 3)), "runs", "p", rows=(0, 2))]  # the baseline lacks seeds 1 and 3
+    assert seed_count(treated) == 4 and seed_count(treated, base) == 2
+    other_sft = [Term(-1.0, np.ones((2, 3)), "other", "p", rows=(0, 2))]  # same seeds, another SFT model
+    assert seed_count(treated, other_sft) == 0

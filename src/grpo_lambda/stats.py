@@ -101,13 +101,14 @@ class Interval:
         return bool(self.low > value or self.high < value)
 
     def p_value(self) -> float:
-        """Two-sided p-value of θ = 0 (t test); NaN without a standard error. A zero standard error
-        with a nonzero estimate (every seed's value the same: a few whole steps, say) is no evidence of
-        a gap, so it gives NaN, no verdict; an exact 0 (a check line) gives 1."""
+        """Two-sided p-value of θ = 0 (t test); NaN without a standard error. A zero standard error (every
+        seed's paired value the same) gives the t test's limit: 0 for a nonzero estimate, 1 for an exact 0
+        (a check line). A statistic of few whole values (steps to a threshold) can tie across seeds by
+        chance; its verdict then rests on the seeds agreeing, which the table's ``seeds`` column counts."""
         if math.isnan(self.se) or math.isnan(self.estimate):
             return float("nan")
         if self.se == 0:
-            return 1.0 if self.estimate == 0 else float("nan")
+            return 1.0 if self.estimate == 0 else 0.0
         return float(2 * t_sf(abs(self.estimate) / self.se, self.df))
 
     def equivalence_p(self, margin: float) -> float:
@@ -115,7 +116,7 @@ class Interval:
         if math.isnan(self.se) or math.isnan(self.estimate):
             return float("nan")
         if self.se == 0:
-            return 0.0 if self.estimate == 0 else float("nan")
+            return 0.0 if abs(self.estimate) < margin else 1.0
         above = t_sf((self.estimate + margin) / self.se, self.df)    # H0: θ ≤ −margin
         below = t_sf(-(self.estimate - margin) / self.se, self.df)  # H0: θ ≥ +margin
         return float(max(above, below))
@@ -123,7 +124,7 @@ class Interval:
     def mde(self, alpha: float = 0.05, power: float = 0.8) -> float:
         """The smallest |θ| a two-sided level-``alpha`` t test detects with probability ``power``, at this
         standard error: (t_{1−α/2} + t_{power}) · se."""
-        if math.isnan(self.se) or (self.se == 0 and self.estimate != 0):
+        if math.isnan(self.se):
             return float("nan")
         return float((student_t_quantile(1 - alpha / 2, self.df) + student_t_quantile(power, self.df)) * self.se)
 

@@ -204,7 +204,8 @@ def _summary(config: dict, tables: dict, options: dict) -> str:
         texts[key] = _verdict_sentence(f"Accuracy ({_metric_text(config, options)}) gained over SFT, Holm over "
                                        f"{_lines(len(rows))}", rows, "gain", "gain_verdict", "gain_mde")
     for key, rows in _groups(paired):
-        seeds = int(rows["seeds"].max())
+        fewest, most = int(rows["seeds"].min()), int(rows["seeds"].max())
+        seeds = f"{most}" if fewest == most else f"{fewest}–{most}"
         texts[key] = texts.get(key, "") + _verdict_sentence(
             f"Accuracy against {baseline}, {seeds} seeds paired, Holm over {_lines(len(rows))}", rows, "diff",
             "verdict", "mde")

@@ -66,7 +66,7 @@ def factorial_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dic
                     interval = cells.interval(terms)
                     rows.append({"model": model, "dataset": dataset, "metric": "accuracy", "benchmark": target,
                                  "effect": effect, "contrast": contrast, **interval_columns("estimate", interval),
-                                 "seeds": seed_count(parts[0]),
+                                 "seeds": seed_count(*parts),
                                  **comparison_columns(interval, level, margins.get("accuracy"))})
             per_variant = speed.get((model, dataset), (None, {}))[1]
             if not set(design["cells"].values()) <= set(per_variant):

@@ -111,13 +111,15 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
         method_of = {v: m for m, vs in method_variants(config, model, options).items() for v in vs}
         runs = logs[(logs["model"] == model) & (logs["dataset"] == dataset)].dropna(subset=["reward"])
         for variant, (seeds, auc, first) in per_variant.items():
+            # a seed that never reached the threshold has one step past its variant's last (steps_to_threshold)
+            last = int(runs[runs["variant"] == variant]["step"].max())
             row = {"model": model, "dataset": dataset, "method": method_of.get(variant, variant),
                    "variant": variant, "label": variant_label(config, variant),
                    "objective": objective(config, variant), "seeds": len(seeds),
-                   "steps": int(runs[runs["variant"] == variant]["step"].max()), "threshold": goal,
+                   "steps": last, "threshold": goal,
                    **interval_columns("auc", t_interval(auc, level)),
                    **interval_columns("steps_to_threshold", t_interval(first, level)),
-                   "reached": f"{int(np.sum(first <= runs['step'].max()))}/{len(seeds)}"}
+                   "reached": f"{int(np.sum(first <= last))}/{len(seeds)}"}
             auc_gap = steps_gap = None
             if variant != baseline and baseline in per_variant:
                 auc_gap, steps_gap = paired_gaps(seeds, (auc, first), per_variant[baseline], level)

@@ -20,9 +20,10 @@ COLUMNS = ["model", "dataset", "method", "label", "baseline", "benchmark", "accu
 FAMILY = ["model", "dataset", "baseline", "benchmark"]
 
 
-def seed_count(terms: list[Term]) -> int:
-    """How many training runs (SFT model × seed) the terms hold."""
-    return len({(term.seeds, row) for term in terms for row in term.rows})
+def seed_count(*arms: list[Term]) -> int:
+    """How many training runs (SFT model × seed) every arm holds: the runs a difference of the arms pairs."""
+    runs = [{(term.seeds, row) for term in terms for row in term.rows} for terms in arms]
+    return len(set.intersection(*runs))
 
 
 def paired_table(cells: Cells, config: dict, options: dict) -> pd.DataFrame:
@@ -46,7 +47,7 @@ def paired_table(cells: Cells, config: dict, options: dict) -> pd.DataFrame:
                          "baseline": baseline, "benchmark": target,
                          "accuracy": estimate(treated), "baseline_accuracy": estimate(base),
                          **interval_columns("diff", diff), "distinguishable": diff.excludes(0.0),
-                         "seeds": seed_count(treated), **comparison_columns(diff, level, margin)})
+                         "seeds": seed_count(treated, base), **comparison_columns(diff, level, margin)})
 
     for model in config["models"]:
         datasets = model_datasets(config, model)
