@@ -432,7 +432,8 @@ def appendix_c_figure(config: dict, curves: pd.DataFrame, options: dict, model: 
     """The paper's Appendix C for one model: per training set (rows), the training reward and the KL
     of its GRPO-λ variants of each λ beside the baseline (columns: reward per λ, then KL per λ)."""
     variants = model_variants(config, model)
-    lam_variants = [v for v in variants if objective(config, v) == "grpo_lambda"]
+    # the baseline leads every panel, and is drawn once even where it is itself a GRPO-λ variant
+    lam_variants = [v for v in variants if objective(config, v) == "grpo_lambda" and v != options["baseline"]]
     lams = sorted({float(variant_spec(config, v)["lam"]) for v in lam_variants})
     first = [options["baseline"]] if options["baseline"] in variants else []
     if not lams:

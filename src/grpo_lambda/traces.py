@@ -188,7 +188,10 @@ def uses_dense(x: torch.Tensor, style: str = "recent", form: str = "relative") -
 _DENSE_SMALLEST = 1024
 
 
-@functools.lru_cache(maxsize=8)
+# At most 4 cached W, so at most 4 x DENSE_MAX_BYTES on the device. A run of one style and form uses one W
+# per padded width; with trace_length "batch_max" the absolute form's n changes with each batch's longest
+# completion, so most batches build their own W (O(T^2), as one product) and the cache holds only the latest.
+@functools.lru_cache(maxsize=4)
 def _dense_weights(size: int, n: int, kappa: float, style: str, form: str, eps: float, dtype: torch.dtype,
                    device: torch.device) -> torch.Tensor:
     """W of the module docstring, (size, size), in `dtype` on `device`; n is the absolute form's length

@@ -227,10 +227,11 @@ def _zero_stage(accelerator) -> int | None:
 
 def uninformative_groups(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor, group_size: int) -> torch.Tensor:
     """True for each group of `group_size` consecutive rows whose training reward is the same on every row
-    (DAPO's filter: such a group has zero advantage). The training reward is TRL's: the weighted sum of the
-    reward functions; a weight-0 function (logged only, such as the format monitor) cannot keep or drop a
-    group. A row none of whose weighted functions scored it (all NaN) is ignored; a group without any scored
-    row counts as equal.
+    (DAPO's filter: such a group has zero advantage). The training reward is the weighted sum of the reward
+    functions, as TRL's; a weight-0 function (logged only, such as the format monitor) cannot keep or drop a
+    group. A row none of whose weighted functions scored it (all NaN) is ignored, where TRL's sum counts it
+    as 0 once any function (a weight-0 one included) scored it: the two differ only for a user reward that
+    returns None; a group without any scored row counts as equal.
 
     rewards_per_func: (N, F) as TRL's _calculate_rewards returns it; reward_weights: (F,). Returns
     (N / group_size,) bool.
