@@ -8,6 +8,7 @@ logged and changes nothing of training; a user reward and a system prompt reach 
 import copy
 import csv
 import json
+import sys
 
 import pytest
 import torch
@@ -109,6 +110,8 @@ partial_sevens = functools.partial(sevens)
 def user_module(tmp_path, monkeypatch):
     (tmp_path / "grpo_test_user_rewards.py").write_text(USER_MODULE)
     monkeypatch.syspath_prepend(str(tmp_path))
+    # each test imports its own copy (this tmp_path's), not one an earlier test left in sys.modules
+    monkeypatch.delitem(sys.modules, "grpo_test_user_rewards", raising=False)
     return "grpo_test_user_rewards"
 
 
