@@ -844,9 +844,8 @@ def _check_trace_length(config: dict, model: str, variant: str, rl: dict, fields
     trace_length, own = rl["trl"].get("trace_length"), config["variants"][variant]
     if not isinstance(trace_length, int) or isinstance(trace_length, bool):
         return  # None or "batch_max": the batch's own width; a wrong value was named above
-    longest = own.get("max_completion_length", rl["trl"].get("max_completion_length", rl.get(
-        "max_completion_length", fields.get("max_completion_length", TRL_MAX_COMPLETION_LENGTH))))
-    multiple = own.get("pad_to_multiple_of", rl["trl"].get("pad_to_multiple_of", fields.get("pad_to_multiple_of")))
+    longest = _cell_value(own, rl, fields, "max_completion_length")
+    multiple = _cell_value(own, rl, fields, "pad_to_multiple_of")
     if isinstance(multiple, int) and multiple > 0:
         longest = -(-longest // multiple) * multiple
     if trace_length < longest:
@@ -855,12 +854,18 @@ def _check_trace_length(config: dict, model: str, variant: str, rl: dict, fields
                           "rounded up to pad_to_multiple_of): the trace operator would refuse the first wider batch")
 
 
+def _cell_value(own: dict, rl: dict, fields: dict, key: str):
+    """A TRL setting as a variant's cells train with it: the variant's own, else rl.trl's, else rl's, else
+    TRL's default."""
+    return own.get(key, rl["trl"].get(key, rl.get(key, fields.get(key))))
+
+
 def _check_batch(config: dict, model: str, variant: str, rl: dict, fields: dict, source: str) -> None:
     """The group size divides the generation batch, with the settings the variant's cells train with."""
     trl, own = rl["trl"], config["variants"][variant]
 
     def value(key):
-        return own.get(key, trl.get(key, rl.get(key, fields.get(key))))
+        return _cell_value(own, rl, fields, key)
 
     def name(key):
         return f"variants.{variant}.{key}" if key in own else _rl_key(config, model, key, key in trl)
