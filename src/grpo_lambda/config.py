@@ -419,10 +419,14 @@ def _check_references(config: dict, source: str) -> None:
     for kind in ("datasets", "benchmarks"):
         for name, spec in config[kind].items():
             if spec["source"] == "synthetic":
-                level_key = "levels" if kind == "datasets" else "level"
+                level_key = "columns" if "columns" in spec else "level"
                 for required in ("n", "seed", level_key) if kind == "benchmarks" else ("n", "seed"):
                     if required not in spec:
                         raise ConfigError(f"{source}: {kind}.{name}.{required} is required for a synthetic source")
+                both = [key for key in ("level", "levels") if key in spec and "columns" in spec]
+                if both or ("carry_free_share" in spec and "columns" not in spec):
+                    raise ConfigError(f"{source}: {kind}.{name}: give level/levels or columns (with its "
+                                      "carry_free_share), not both")
     for name, variant in config["variants"].items():
         if variant["objective"] == "grpo_lambda" and "lam" not in variant:
             raise ConfigError(f"{source}: variants.{name}.lam is required for objective grpo_lambda")
@@ -586,7 +590,8 @@ def _check_data_names(config: dict, source: str) -> None:
 
 
 # The dataset keys only some sources read (the others apply to every source: limit, max_prompt_chars).
-DATA_KEY_SOURCES = {**dict.fromkeys(("n", "seed", "level", "levels", "box_rate", "carry_error_rate"), ("synthetic",)),
+DATA_KEY_SOURCES = {**dict.fromkeys(("n", "seed", "level", "levels", "box_rate", "carry_error_rate", "columns",
+                                     "carry_free_share"), ("synthetic",)),
                     "name": ("registry",), "path": ("file", "registry"),
                     **dict.fromkeys(("hub_id", "config", "revision"), ("hub", "registry")),
                     **dict.fromkeys(("split", "fields", "answer_kind"), ("file", "hub", "registry"))}
