@@ -253,3 +253,20 @@ def test_the_shipped_horizon_config_declares_its_primary_test_and_margins():
         max(len(r["solution"]) for r in arith.generate(200, seed=9, columns=config["benchmarks"][b]["columns"],
                                                          carry_free_share=0.35)) for b in design["chains"].values())
     assert not math.isnan(lengths[0])
+
+
+def test_the_finding_says_grows_only_on_a_resolved_slope_and_absent_only_on_tost(table):
+    from grpo_lambda.tables import blocks
+    config, frame = table
+    options = report_options(config)
+    text = blocks._horizon_finding(config, frame, options)
+    assert "grows with the chain's length" in text
+    trend = frame[frame["role"] == "trend"].iloc[0]
+    assert f"{trend['estimate']:+.3f}".replace("-", "−") in text
+    for verdict, words in (("not distinguishable", "is not resolved at 4 seeds"),
+                           ("equivalent", "does not change with the chain's length"),
+                           ("behind", "shrinks as the chain grows")):
+        changed = frame.copy()
+        changed.loc[changed["role"] == "trend", "verdict"] = verdict
+        text = blocks._horizon_finding(config, changed, options)
+        assert words in text and "grows with" not in text
