@@ -15,7 +15,7 @@ from grpo_lambda.tables.cells import Cells
 from grpo_lambda.tables.horizon import chain_length, horizon_errors_table, horizon_table, slope_weights
 from grpo_lambda.tables.keys import KEYS
 from grpo_lambda.tables.names import figure_names, table_names
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 
 
 @pytest.mark.parametrize("columns", [2, 5, 14])

@@ -66,7 +66,7 @@ from grpo_lambda.files import atomic_path, write_text  # noqa: E402
 from grpo_lambda.tables.keys import AVERAGE, SFT  # noqa: E402
 from grpo_lambda.tables.labels import objective, variant_label, variant_spec  # noqa: E402
 from grpo_lambda.tables.names import expand, FIGURE_FORMATS, FIGURES  # noqa: E402
-from grpo_lambda.tables.options import report_options  # noqa: E402
+from grpo_lambda.config.report import report_options  # noqa: E402
 from grpo_lambda.traces import STYLES, trace_matrix  # noqa: E402
 from grpo_lambda.variants import BATCH_MAX  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402

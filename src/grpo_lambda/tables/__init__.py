@@ -84,8 +84,9 @@ a mean over datasets are fixed (they are the study's design, not a sample).
 
 One module per job:
 
-``keys``        the keys of a cell (``KEYS``), the names ``final``, ``sft``, ``average``, ``all``, the ``METRICS``
-``options``     the ``report:`` options above (``report_options``, ``REPORT_DEFAULTS``)
+``keys``        the keys of a cell (``KEYS``), the names ``final``, ``sft``, ``average``, ``all``
+(the ``report:`` options above, ``report_options`` and ``REPORT_DEFAULTS``, are ``grpo_lambda.config.report``'s:
+the config's checks read them before any job, so they live below both)
 ``labels``      variants and methods: ``variant_spec``, ``variant_label`` (one label per variant, everywhere),
                 ``method_variants`` (Table 1's rows), ``method_label``, the published twin of a variant
 ``collect``     reading the results folder: ``collect_samples``, ``summarise``, ``sampled_per_problem``,
@@ -114,7 +115,7 @@ One module per job:
 from grpo_lambda.tables.build import build_tables
 from grpo_lambda.tables.collect import collect, collect_samples, collect_train_logs, load_published, summarise
 from grpo_lambda.tables.names import figure_names, table_files, table_names
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 from grpo_lambda.tables.write import main, write_table
 
 __all__ = ["build_tables", "collect", "collect_samples", "collect_train_logs", "figure_names", "load_published",

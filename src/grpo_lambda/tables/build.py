@@ -15,7 +15,7 @@ from grpo_lambda.tables.factorial import factorial_table
 from grpo_lambda.tables.horizon import horizon_errors_table, horizon_table
 from grpo_lambda.tables.learning_speed import learning_speed_table
 from grpo_lambda.tables.names import expand, TABLES
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 from grpo_lambda.tables.paired import paired_table
 from grpo_lambda.tables.raw import read_raw, read_results, RunData
 from grpo_lambda.tables.results import checkpoints_table, results_by_variant, results_table, sampled_cells

@@ -38,7 +38,7 @@ from grpo_lambda.files import atomic_path, write_text
 from grpo_lambda.tables.collect import _SAMPLE_DTYPES, collect_provenance, collect_samples, collect_train_logs
 from grpo_lambda.tables.horizon import collect_first_errors
 from grpo_lambda.tables.keys import KEYS
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 
 SAMPLES, LOGS, PROVENANCE, COMPLETIONS, CONFIG = ("samples.csv.gz", "train_logs.csv.gz", "provenance.csv",
                                                   "completions.csv.gz", "config.yaml")

@@ -1,13 +1,17 @@
 """The ``report:`` options of the config (documented in ``grpo_lambda.tables``), merged over their
-defaults and checked; ``grpo_lambda.config.validate`` runs the same checks before any job."""
+defaults and checked; ``grpo_lambda.config.validate`` runs the same checks before any job, and the tables
+and figures read them here (this module imports neither)."""
 
 from __future__ import annotations
 
 import logging
 
-from grpo_lambda.tables.keys import METRICS
-
 log = logging.getLogger(__name__)
+
+# What a problem's value is, per report.metric: the greedy completion's verdict (the paper's protocol),
+# or from its k sampled completions: avg@k (their mean verdict), pass@k (any right), maj@k (the
+# verdict of their most frequent answer).
+METRICS = ("greedy", "avg", "pass_at_k", "maj_at_k")
 
 REPORT_DEFAULTS = {
     "level": 0.95,
