@@ -16,7 +16,7 @@ loss equals TRL's GRPO loss. ``objective="ptrace"`` / ``"strace"`` are our readi
 ``history_scope``; λ = 0 is GRPO, scope "sequence" with λ = 1 is GSPO; S-trace gives credit only to the
 tokens whose entropy is at or above the batch's ``strace_quantile``).
 
-Two options act on the scored batch, before any loss, and combine with every objective:
+Three options act on the scored batch, before any loss, and combine with every objective:
 
 - ``dynamic_sampling``: DAPO's filter of groups whose training rewards (the weighted sum, weight-0 monitors
   left out) are all equal (zero advantage, no signal). TRL 1.16 has none. Here the groups are masked out (their completion mask set to 0, the
@@ -24,6 +24,9 @@ Two options act on the scored batch, before any loss, and combine with every obj
   DAPO itself generates more groups until the batch is full, so its batches keep their size and ours
   shrink.
 - ``oar_method``: OAR's per-token advantages A_{i,t} = A_i · w_t (`grpo_lambda.oar`).
+- ``advantage_estimator``: the (B, T) advantages every loss reads, from `grpo_lambda.advantages` (``grpo``:
+  TRL's A_i, or OAR's A_i · w_t, on every token; ``otb``, ``tempo``, ``delta_v_bound``; or one registered
+  there), with the statistics the estimator asks for (one forward pass of the policy, without gradient).
 
 The config is `grpo_lambda.trainer_config.GRPOLambdaConfig`; a pipeline variant becomes its arguments
 through `grpo_lambda.variants.variant_config_kwargs`.
