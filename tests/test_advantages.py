@@ -87,7 +87,8 @@ def test_otb_with_equal_energy_is_the_mean_of_the_live_returns_and_a_lone_comple
     # group 1: row 2 (r = 1) ends at t = 0, row 3 (r = 0) runs on alone
     torch.testing.assert_close(got[2:], torch.tensor([[0.5, 0, 0], [-0.5, 0.0, 0.0]], dtype=torch.float64),
                                atol=1e-7, rtol=0)
-    lone = batch_of([1.0, 0.0], [[1, 1], [1, 0]], group_size=1, logps=logps[:2, :2], sum_pi_squared=squares[:2, :2])
+    lone = batch_of([1.0, 0.0], [[1, 1], [1, 0]], group_size=1, logps=logps[:2, :2],
+                    sum_pi_squared=squares[:2, :2])
     torch.testing.assert_close(estimate_advantages("otb", lone),
                                torch.tensor([[1.0, 1.0], [0.0, 0.0]], dtype=torch.float64))
 

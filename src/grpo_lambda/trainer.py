@@ -40,7 +40,8 @@ import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import nanmax, nanmin
 
-from grpo_lambda.advantages import ADVANTAGE_ESTIMATORS, GroupBatch, estimate_advantages, needs_forward, token_statistics
+from grpo_lambda.advantages import (ADVANTAGE_ESTIMATORS, GroupBatch, estimate_advantages, needs_forward,
+                                    token_statistics)
 from grpo_lambda.oar import oar_advantages
 from grpo_lambda.objectives import LOSS_TYPES, policy_loss
 from grpo_lambda.trainer_config import GRPOLambdaConfig, objective_params
@@ -101,7 +102,9 @@ class GRPOLambdaTrainer(GRPOTrainer):
         sequence_advantages = output["advantages"]
         if self.args.oar_method is not None:
             sequence_advantages = self._oar_advantages(output)
-        mask = output["completion_mask"] if "tool_mask" not in output else output["completion_mask"] * output["tool_mask"]
+        mask = output["completion_mask"]
+        if "tool_mask" in output:
+            mask = mask * output["tool_mask"]
         local_rows = mask.size(0)
         start = self.accelerator.process_index * local_rows  # TRL's process slice of the gathered rows
         if estimator.grouped and (start % self.num_generations or local_rows % self.num_generations):
@@ -126,7 +129,8 @@ class GRPOLambdaTrainer(GRPOTrainer):
         width = output["completion_ids"].size(1)
         chunks = []
         with torch.no_grad():
-            for rows in torch.arange(input_ids.size(0)).split(self.args.per_device_train_batch_size):
+            rows_in_order = torch.arange(input_ids.size(0), device=input_ids.device)
+            for rows in rows_in_order.split(self.args.per_device_train_batch_size):
                 # logits[:, i] predicts completion token i (TRL keeps logits_to_keep + 1 and drops the last)
                 logits = model(input_ids=input_ids[rows], attention_mask=attention_mask[rows], use_cache=False,
                                logits_to_keep=width + 1).logits[:, :-1] / self.temperature
