@@ -270,3 +270,17 @@ def test_the_finding_says_grows_only_on_a_resolved_slope_and_absent_only_on_tost
         changed.loc[changed["role"] == "trend", "verdict"] = verdict
         text = blocks._horizon_finding(config, changed, options)
         assert words in text and "grows with" not in text
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"source": "synthetic", "columns": 3, "level": 2, "n": 10, "seed": 1}, "columns"),
+    ({"source": "synthetic", "carry_free_share": 0.3, "level": 2, "n": 10, "seed": 1}, "columns"),
+    ({"source": "synthetic", "n": 10, "seed": 1}, "benchmarks.bad.level is required"),
+])
+def test_a_synthetic_suite_takes_a_level_or_a_horizon_not_both(entry, message):
+    from grpo_lambda.config import ConfigError, validate
+    config = yaml.safe_load(open("config/horizon.yaml"))
+    config["benchmarks"]["bad"] = entry
+    with pytest.raises(ConfigError, match=message):
+        validate(config)
+    assert validate(yaml.safe_load(open("config/horizon.yaml")))["benchmarks"]["suite-h14"]["columns"] == 14
