@@ -203,9 +203,13 @@ def _horizon(config: dict, given) -> dict | None:
         return None
     if not isinstance(given, dict):
         raise ValueError("report.horizon must be a mapping with chains and pairs")
-    unknown = sorted(set(given) - {"chains", "pairs", "equivalence_margin"})
+    unknown = sorted(set(given) - {"chains", "pairs", "equivalence_margin", "band"})
     if unknown:
-        raise ValueError(f"report.horizon: unknown key(s) {unknown}; known: chains, pairs, equivalence_margin")
+        raise ValueError(f"report.horizon: unknown key(s) {unknown}; known: chains, pairs, equivalence_margin, band")
+    band = given.get("band")
+    if band is not None and not (isinstance(band, list) and len(band) == 2
+                                 and all(isinstance(x, (int, float)) for x in band) and 0 <= band[0] < band[1] <= 1):
+        raise ValueError(f"report.horizon.band must be [low, high] within [0, 1], got {band!r}")
     chains, pairs = given.get("chains") or {}, given.get("pairs") or {}
     if len(chains) < 2:
         raise ValueError("report.horizon.chains must map at least two training sets to their held-out suites")
@@ -235,4 +239,5 @@ def _horizon(config: dict, given) -> dict | None:
     for key, value in margins.items():
         if not (isinstance(value, (int, float)) and value > 0):
             raise ValueError(f"report.horizon.equivalence_margin.{key} must be a positive number, got {value!r}")
-    return {"chains": dict(chains), "pairs": {k: dict(v) for k, v in pairs.items()}, "equivalence_margin": margins}
+    return {"chains": dict(chains), "pairs": {k: dict(v) for k, v in pairs.items()}, "equivalence_margin": margins,
+            "band": list(band) if band is not None else None}

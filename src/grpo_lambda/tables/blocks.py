@@ -364,19 +364,19 @@ def _provenance(info: dict) -> str:
 def _horizon(horizon: pd.DataFrame | None) -> str:
     if horizon is None or horizon.empty:
         return "No horizon study (report.horizon) in this run.\n"
-    header = ["pair", "chain (columns, tokens)", "SFT accuracy", "steps with signal", "baseline", "treatment",
+    header = ["pair", "chain (columns, tokens)", "SFT accuracy", "in band", "steps with signal", "baseline", "treatment",
               "effect [95% CI]", "Holm p", "TOST p (Holm)", "MDE", "verdict", "per seed"]
     lines = []
     for _, row in horizon.iterrows():
         if row["role"] == "trend":
-            lines.append([row["pair"], "**trend**: slope per unit ln(chain length)", "", "", "", "",
+            lines.append([row["pair"], "**trend**: slope per unit ln(chain length)", "", "", "", "", "",
                           _interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
                           _p(row["p_holm"]), _p(row["p_equivalence_holm"]), _level(row["mde"]),
                           f"**{row['verdict'] or '–'}**", ""])
             continue
         lines.append([row["pair"], f"{int(row['columns'])}, {row['chain_length']:.0f}",
                       _interval(row["sft_accuracy"], row["sft_accuracy_low"], row["sft_accuracy_high"]),
-                      _level(row["steps_with_signal"]),
+                      {True: "yes", False: "**no**"}.get(row["in_band"], "–"), _level(row["steps_with_signal"]),
                       _interval(row["baseline_accuracy"], row["baseline_accuracy_low"], row["baseline_accuracy_high"]),
                       _interval(row["treatment_accuracy"], row["treatment_accuracy_low"],
                                 row["treatment_accuracy_high"]),
@@ -430,6 +430,14 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
                         f" ({r['verdict'] or '–'})" for _, r in effects.iterrows())
         sentences.append(f"- **{pair}** ({what}): the effect on held-out accuracy {words} (slope {slope} per unit "
                          f"ln(chain length) over {span}, Holm p {_p(trend['p_holm'])}{tost}). Per horizon: {per}.")
+        outside = effects[effects["in_band"] == False]  # noqa: E712 (None: no band declared)
+        if len(outside):
+            low, high = design["band"]
+            where = "; ".join(f"{int(r['columns'])} columns {_level(r['sft_accuracy'])}" for _, r in outside.iterrows())
+            sentences.append(f"  **The design's difficulty band did not hold**: the SFT model's greedy accuracy lies outside "
+                             f"the declared [{low:.2f}, {high:.2f}] at {where}. An effect at a floor or a ceiling says "
+                             "nothing, so the trend, which includes it, does not answer whether the trace's effect "
+                             "grows with the chain; only the horizons inside the band can be read.")
         band = effects["sft_accuracy"]
         sentences.append(f"  The SFT models' greedy accuracy on their own suite: {_level(band.min())} to "
                          f"{_level(band.max())}; RL steps with signal: {_level(effects['steps_with_signal'].min())} to "

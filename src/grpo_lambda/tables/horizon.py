@@ -25,7 +25,9 @@ verdict possible: "equivalent" is the only verdict that says an effect or a tren
 Beside each effect the row shows what decides whether it can be read: the SFT model's greedy accuracy
 on the suite and the share of RL steps with signal (some group whose rewards differ), which the study's
 design holds in one band at every horizon, and each arm's accuracy, so that a ceiling or a floor is
-visible; and the per-seed effects (seed: effect), so a reader sees skewed or collapsed seeds.
+visible; whether the SFT accuracy lies in the band the design declares (``report.horizon.band``: an
+effect measured at a floor or a ceiling says nothing, and a trend through such a horizon does not answer
+the question); and the per-seed effects (seed: effect), so a reader sees skewed or collapsed seeds.
 
 The ``horizon_errors`` table says where the credit went: per horizon and arm (the SFT model and the
 final models, seeds pooled), the share of greedy chains that are right, that first go wrong at a carry
@@ -52,7 +54,7 @@ from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns
 
 EFFECT, TREND = "effect", "trend"
 COLUMNS = ["model", "pair", "role", "dataset", "benchmark", "columns", "chain_length", "sft_accuracy",
-           "sft_accuracy_low", "sft_accuracy_high", "steps_with_signal", "groups_with_signal",
+           "sft_accuracy_low", "sft_accuracy_high", "in_band", "steps_with_signal", "groups_with_signal",
            "baseline_accuracy", "baseline_accuracy_low", "baseline_accuracy_high", "treatment_accuracy",
            "treatment_accuracy_low", "treatment_accuracy_high", "estimate", "estimate_low", "estimate_high",
            "seeds", "per_seed", "df", "p", "p_holm", "p_equivalence", "p_equivalence_holm", "mde", "verdict"]
@@ -126,7 +128,7 @@ def horizon_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
                 row = {"model": model, "pair": name, "role": EFFECT, "dataset": dataset, "benchmark": benchmark,
                        "columns": config["benchmarks"][benchmark]["columns"], "chain_length": lengths[dataset],
                        **_accuracy(cells, "sft_accuracy", model, dataset, SFT, benchmark),
-                       "steps_with_signal": steps, "groups_with_signal": groups,
+                       "in_band": None, "steps_with_signal": steps, "groups_with_signal": groups,
                        **_accuracy(cells, "baseline_accuracy", model, dataset, baseline, benchmark),
                        **_accuracy(cells, "treatment_accuracy", model, dataset, treatment, benchmark)}
                 if not all(arms):
@@ -149,6 +151,11 @@ def horizon_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
     frame = pd.DataFrame(rows, columns=COLUMNS)
     if frame.empty:
         return frame
+    band = design.get("band")
+    if band is not None:
+        effects = frame["role"] == EFFECT
+        frame["in_band"] = frame["in_band"].astype(object)
+        frame.loc[effects, "in_band"] = frame.loc[effects, "sft_accuracy"].between(band[0], band[1])
     # Holm: the trends of all pairs are one family (the primary test), each pair's effects another.
     frame["family"] = np.where(frame["role"] == TREND, TREND, frame["pair"])
     frame = add_verdicts(frame.drop(columns=["p_holm", "p_equivalence_holm", "verdict"]), "estimate",
