@@ -90,6 +90,26 @@ def test_the_primary_family_of_a_factorial_study_is_its_simple_effects(run):
     assert "primary" not in set(paired["family"])
 
 
+def test_each_metric_is_tested_against_its_own_margin(run):
+    """results_tree's margins differ (accuracy 0.2, reward AUC 0.05): each row's TOST p is its own metric's."""
+    _, config, tables = run
+    margins = report_options(config)["equivalence_margin"]
+    from grpo_lambda.stats import Interval
+
+    factorial = tables["factorial"]
+    checked = 0
+    for row in factorial[factorial["metric"] == "accuracy"].itertuples():
+        interval = Interval(row.estimate, row.estimate_low, row.estimate_high, row.se, row.df)
+        own, other = interval.equivalence_p(margins["accuracy"]), interval.equivalence_p(margins["reward_auc"])
+        assert row.p_equivalence == pytest.approx(own), row.effect
+        checked += own != pytest.approx(other, abs=1e-3)
+    assert checked > 10  # the two margins give other p-values on most rows: the test can tell them apart
+    for row in factorial[factorial["metric"] == "reward_auc"].itertuples():
+        values = [float(pair.split(":")[1]) for pair in row.per_seed.split()]
+        assert row.p_equivalence == pytest.approx(seed_interval(values).equivalence_p(margins["reward_auc"]),
+                                                  abs=1e-5)
+
+
 def test_four_agreeing_seeds_are_too_few_for_a_verdict_on_the_training_reward(run):
     """The synthetic study's trace adds 0.10 to the reward's rise for every seed; at 4 seeds the exact
     sign-flip test's smallest p is 2^(1-4) = 0.125, so no outcome could reject: "too few seeds", no MDE."""
