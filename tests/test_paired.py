@@ -129,3 +129,19 @@ def test_the_seed_count_is_of_the_runs_both_arms_hold():
     assert seed_count(treated) == 4 and seed_count(treated, base) == 2
     other_sft = [Term(-1.0, np.ones((2, 3)), "other", "p", rows=(0, 2))]  # same seeds, another SFT model
     assert seed_count(treated, other_sft) == 0
+
+
+def test_each_row_has_one_family_a_check_line_its_own_and_a_simple_effect_only_in_the_2x2():
+    from grpo_lambda.tables.paired import family_of
+
+    options = {"checks": ["chk"], "primary": "paired", "factorial": None, "baseline": "grpo"}
+    assert family_of(options, ["chk"], "d", "average", False) == ("check", "check: chk")
+    assert family_of(options, ["lam"], "d", "average", False) == ("primary", "primary")
+    assert family_of(options, ["lam"], "d", "b300", False) == ("exploratory", "per-suite accuracy")
+    # several training sets: the pooled row is primary, each set's own row exploratory
+    assert family_of(options, ["lam"], "all", "average", True) == ("primary", "primary")
+    assert family_of(options, ["lam"], "d", "average", True) == ("exploratory", "mean accuracy")
+    cells = {(False, False): "grpo", (False, True): "clamp", (True, False): "trace0", (True, True): "trace"}
+    two_by_two = {**options, "primary": "factorial", "factorial": {"factors": ("trace", "clamp"), "cells": cells}}
+    assert family_of(two_by_two, ["clamp"], "d", "average", False) == ("factorial", "")
+    assert family_of(two_by_two, ["trace"], "d", "average", False) == ("exploratory", "mean accuracy")
