@@ -75,3 +75,18 @@ def test_the_readme_says_the_margin_was_set_after_the_run():
     readme = (REPO / "README.md").read_text()
     assert "margin set after the run" in readme
     assert "Set after this run" in (REPO / "config" / "clamp-trace.yaml").read_text()
+
+
+def test_the_run_page_says_what_the_exploratory_families_say(effects):
+    """docs/clamp-trace-run/README.md's further clauses: the trace's main effect on accuracy is ahead in its
+    own family; on the training reward the clamp is ahead both ways and the trace's main effect is
+    equivalent to zero within the AUC margin; the interaction is not resolved."""
+    page = (DOCS / "README.md").read_text()
+    assert "its main effect, averaged\nover the clamp, is ahead in the exploratory main-effects family" in page
+    assert effects.loc[("accuracy", "average", "trace"), ["family", "verdict"]].tolist() == ["main effects", "ahead"]
+    auc = effects.xs("reward_auc", level="metric").droplevel("benchmark")
+    assert auc.loc["clamp with trace off", "verdict"] == auc.loc["clamp with trace on", "verdict"] == "ahead"
+    assert "the trace's main effect is equivalent to zero within ±0.012" in page.replace("\n", " ")
+    assert auc.loc["trace", "verdict"] == "equivalent" and CONFIG["report"]["equivalence_margin"]["reward_auc"] == 0.012
+    assert "The interaction is not resolved" in page
+    assert effects.loc[("accuracy", "average", "trace × clamp"), "verdict"] == "not distinguishable"

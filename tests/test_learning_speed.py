@@ -181,3 +181,15 @@ def test_a_run_whose_log_stops_early_and_never_reached_the_threshold_is_not_coun
     frame = learning_speed.learning_speed_table(cfg, short, report_options(cfg)).set_index("variant")
     assert frame.loc["never", "steps"] == 15 and frame.loc["never", "steps_to_threshold"] == 16
     assert frame.loc["never", "reached"] == "0/4" and frame.loc["fast", "reached"] == "4/4"
+
+
+def test_the_figure_shows_a_dot_per_seed_beside_each_auc_interval():
+    cfg = config()
+    frame = learning_speed.learning_speed_table(cfg, logs(), report_options(cfg))
+    fig = figures.learning_speed_figure(cfg, frame)
+    dots = [collection for collection in fig.axes[0].collections if len(collection.get_offsets()) == len(SEEDS)]
+    assert len(dots) == len(cfg["variants"])
+    fast = frame.set_index("variant").loc["fast"]
+    shown = sorted(x for x, _ in dots[list(frame["variant"]).index("fast")].get_offsets())
+    assert shown == pytest.approx(sorted(curve("fast", s).mean() for s in SEEDS), abs=1e-5)
+    assert fast["auc_per_seed"].split()[0].startswith("0:")
