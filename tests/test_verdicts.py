@@ -11,7 +11,7 @@ import pytest
 
 from grpo_lambda.stats import seed_interval, sign_flip_equivalence_p, student_t_quantile
 from grpo_lambda.tables import factorial, learning_speed
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns, mde_at
 
 ALPHA = 0.05

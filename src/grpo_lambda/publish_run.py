@@ -17,7 +17,8 @@ those CSVs). Run it as ``python scripts/publish_run.py CONFIG DOCS_DIR``.
 :func:`republish` (``scripts/publish_run.py CONFIG DOCS_DIR --from-raw``) rebuilds a published run whose
 results folder is gone from its committed raw files: the run's data and config stay as committed but for
 the config's ``report:`` section, which is taken from CONFIG (how the tables analyse the run, not what
-was trained: the rest of CONFIG must agree with the run's), and run.json keeps what made the run,
+was trained; a CONFIG whose study has grown since the run, more lines or seeds, is named in a warning,
+and its report: must fit the run's variants), and run.json keeps what made the run,
 updating only the checkout that rebuilt it.
 """
 
@@ -106,12 +107,16 @@ def republish(config_path: str | Path, docs_dir: str | Path) -> list[Path]:
         raise FileNotFoundError(f"{docs_dir}/raw: no raw files to republish from")
     config = study.load(config_path)
     run_config = yaml.safe_load((docs_dir / "raw" / CONFIG).read_text(encoding="utf-8"))
-    for key in ("models", "datasets", "benchmarks", "variants", "seeds"):
-        if config.get(key) != run_config.get(key):
-            raise ValueError(f"{config_path}: {key} differs from the run's ({docs_dir}/raw/{CONFIG}); republish "
-                             "only changes report:, run the study again for anything else")
-    run_config["report"] = config.get("report") or {}
-    study.validate(run_config)
+    differs = [key for key in ("models", "datasets", "benchmarks", "variants", "seeds")
+               if config.get(key) != run_config.get(key)]
+    if differs:  # the study grew since the run (new lines, more seeds): its report: still reads the run
+        log.warning("%s: %s differ from the run's (%s/raw/%s); only its report: section is used, checked "
+                    "against the run's config", config_path, ", ".join(differs), docs_dir, CONFIG)
+    run_config["report"] = dict(config.get("report") or {})
+    try:
+        study.validate(run_config)
+    except Exception as error:
+        raise ValueError(f"{config_path}: its report: section does not fit the run in {docs_dir}: {error}") from error
     path = docs_dir / "raw" / CONFIG
     write_text(path, yaml.safe_dump(run_config, sort_keys=False, allow_unicode=True))
     written = [path]
