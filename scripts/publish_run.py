@@ -3,6 +3,11 @@ from them with this checkout's code, the figures, run.json, and the generated bl
 docs/**/*.md named <run>/... .
 
     python scripts/publish_run.py CONFIG DOCS_DIR [--results DIR] [--spread DIR] [--partial]
+    python scripts/publish_run.py CONFIG DOCS_DIR --from-raw
+
+--from-raw rebuilds an already published run from its committed raw/ files (no results folder needed),
+with CONFIG's report: section (grpo_lambda.publish_run.republish): how the committed runs are
+republished after a change to the tables' code or the report options.
 
 e.g. python scripts/publish_run.py config/compare.yaml docs/compare-run (the results folder is the
 config's `results` unless --results names another; --spread copies a `grpo-lambda spread` folder's
@@ -25,13 +30,18 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--results", help="the run's results folder (default: the config's `results`)")
     parser.add_argument("--spread", help="a folder `grpo-lambda spread` wrote (spread.csv, spread.md)")
     parser.add_argument("--partial", action="store_true", help="publish although evaluation files are missing")
+    parser.add_argument("--from-raw", action="store_true",
+                        help="rebuild the published run from DOCS_DIR/raw (no results folder), with CONFIG's report:")
     args = parser.parse_args(argv)
     logging.basicConfig(level=logging.WARNING, format="%(levelname)s: %(message)s")
     from grpo_lambda.config import ConfigError
-    from grpo_lambda.publish_run import check_published, publish
+    from grpo_lambda.publish_run import check_published, publish, republish
 
     try:
-        written = publish(args.config, args.docs_dir, args.results, args.spread, args.partial)
+        if args.from_raw:
+            written = republish(args.config, args.docs_dir)
+        else:
+            written = publish(args.config, args.docs_dir, args.results, args.spread, args.partial)
     except (ConfigError, FileNotFoundError, ValueError) as error:
         print(f"publish_run: {error}", file=sys.stderr)
         return 2

@@ -71,3 +71,17 @@ def test_the_published_run_was_made_in_one_environment_by_the_pipeline(config):
     assert set(diagnostics["variant"]) == set(config["variants"])
     for figure in ("reward_curves.png", "learning_speed.png", "figure1.png"):
         assert (RUN / "figures" / figure).stat().st_size > 10_000
+
+
+def test_check_lines_are_each_a_family_of_their_own_and_no_comparison_is_counted_twice(config):
+    paired = pd.read_csv(TABLES / "paired.csv")
+    checks = config["report"]["checks"]
+    assert set(checks) == {"gspo-as-trace", "grpo-lambda-0"}
+    for variant in checks:
+        rows = paired[paired["method"] == variant]
+        assert set(rows["family"]) == {f"check: {variant}"} and set(rows["role"]) == {"check"}
+    primary = paired[paired["family"] == "primary"]
+    assert not set(primary["method"]) & set(checks) and set(primary["benchmark"]) == {"average"}
+    # one training set: no `all` row repeats a set's row; each comparison is in exactly one row
+    assert "all" not in set(paired["dataset"])
+    assert not paired.duplicated(["model", "dataset", "method", "benchmark"]).any()

@@ -9,7 +9,7 @@ import pytest
 import yaml
 
 from grpo_lambda import config as study
-from grpo_lambda.stats import holm, t_interval
+from grpo_lambda.stats import holm, seed_interval, t_interval
 from grpo_lambda.tables.build import build_tables
 from grpo_lambda.tables.labels import variant_label
 from grpo_lambda.config.report import report_options
@@ -33,39 +33,90 @@ def test_the_effects_are_the_contrasts_of_the_four_cells(run):
     accuracy = (tables["results_by_variant"].query("benchmark == 'average'").set_index("variant")["accuracy"])
     factorial = tables["factorial"].set_index(["metric", "benchmark", "effect"])
     a = {levels: accuracy[v] for v, levels in CELLS.items()}  # (trace, clamp) -> accuracy
-    expected = {"trace": ((a[True, False] - a[False, False]) + (a[True, True] - a[False, True])) / 2,
+    expected = {"trace with clamp off": a[True, False] - a[False, False],
+                "trace with clamp on": a[True, True] - a[False, True],
+                "clamp with trace off": a[False, True] - a[False, False],
+                "clamp with trace on": a[True, True] - a[True, False],
+                "trace": ((a[True, False] - a[False, False]) + (a[True, True] - a[False, True])) / 2,
                 "clamp": ((a[False, True] - a[False, False]) + (a[True, True] - a[True, False])) / 2,
                 "trace × clamp": a[True, True] - a[False, True] - a[True, False] + a[False, False]}
     for effect, value in expected.items():
         assert factorial.loc[("accuracy", "average", effect), "estimate"] == pytest.approx(value)
-    # the training-reward AUC: the t interval of the per-seed contrasts (the four cells of a seed pair)
+    # the training-reward AUC: the seed-level interval of the per-seed contrasts (the four cells of a seed),
+    # whose values the table lists by seed; at 4 seeds the sign-flip test has no 95% interval
     auc = {v: np.array([study_train_log(v, s)["reward"].mean() for s in STUDY_SEEDS]) for v in CELLS}
     per_seed = auc["trace"] - auc["grpo-clamp"] - auc["trace-noclamp"] + auc["grpo"]
     row = tables["factorial"].query("metric == 'reward_auc' and effect == 'trace × clamp'").iloc[0]
-    expected_interval = t_interval(per_seed)
-    assert (row["estimate"], row["estimate_low"], row["estimate_high"]) == pytest.approx(
-        (expected_interval.estimate, expected_interval.low, expected_interval.high))
+    expected_interval = seed_interval(per_seed)
+    assert row["estimate"] == pytest.approx(expected_interval.estimate)
+    assert row["estimate_low"] == -np.inf and row["estimate_high"] == np.inf
+    shown = dict(pair.split(":") for pair in row["per_seed"].split())
+    assert [int(s) for s in shown] == STUDY_SEEDS
+    assert [float(v) for v in shown.values()] == pytest.approx(per_seed, abs=1e-5)
     assert row["seeds"] == len(STUDY_SEEDS) and row["df"] == len(STUDY_SEEDS) - 1
 
 
-def test_holm_runs_over_the_three_effects_of_one_metric(run):
+def test_holm_runs_within_each_declared_family(run):
+    """The simple effects, the main effects and the interaction are three families on the mean accuracy
+    (the interaction alone), per-suite rows one family, the AUC's three more; no row in two."""
     _, config, tables = run
     level = report_options(config)["level"]
-    margins = report_options(config)["equivalence_margin"]
-    for _, rows in tables["factorial"].groupby(["metric", "benchmark"]):
-        assert len(rows) == 3
+    factorial = tables["factorial"]
+    average = factorial[(factorial["metric"] == "accuracy") & (factorial["benchmark"] == "average")]
+    assert average.groupby("family")["effect"].count().to_dict() == {"simple effects": 4, "main effects": 2,
+                                                                     "interaction": 1}
+    suites = factorial[(factorial["metric"] == "accuracy") & (factorial["benchmark"] != "average")]
+    assert set(suites["family"]) == {"per-suite accuracy"}
+    for _, rows in factorial.groupby(["model", "dataset", "family"]):
         assert rows["p_holm"].to_numpy() == pytest.approx(holm(rows["p"].to_numpy()))
         for row in rows.itertuples():
-            margin = margins["accuracy" if row.metric == "accuracy" else "reward_auc"]
-            assert row.verdict == verdict(row.estimate, row.p_holm, row.p_equivalence_holm, 1 - level)
-            assert not pd.isna(row.p_equivalence) and margin > 0
+            floor = row.p_floor * len(rows)
+            assert row.verdict == verdict(row.estimate, row.p_holm, row.p_equivalence_holm, 1 - level,
+                                          family_floor=floor)
+            assert not pd.isna(row.p_equivalence)
 
 
-def test_the_trace_effect_is_resolved_on_the_training_reward(run):
-    """The synthetic study's trace adds 0.10 to the reward's rise for every seed: ahead, far past its MDE."""
+def test_the_primary_family_of_a_factorial_study_is_its_simple_effects(run):
+    root, config, _ = run
+    primary = {**config, "report": {**config["report"], "primary": "factorial"}}
+    tables = build_tables(primary, root)
+    factorial, paired = tables["factorial"], tables["paired"]
+    chosen = factorial[factorial["family"] == "primary"]
+    assert set(chosen["kind"]) == {"simple"} and set(chosen["benchmark"]) == {"average"} and len(chosen) == 4
+    # a paired row that is one of those simple effects is counted there only
+    moved = paired[paired["role"] == "factorial"]
+    assert set(moved["method"]) == {"grpo-clamp", "trace-noclamp"}
+    assert moved["p_holm"].isna().all() and moved["verdict"].isna().all()
+    assert "primary" not in set(paired["family"])
+
+
+def test_each_metric_is_tested_against_its_own_margin(run):
+    """results_tree's margins differ (accuracy 0.2, reward AUC 0.05): each row's TOST p is its own metric's."""
+    _, config, tables = run
+    margins = report_options(config)["equivalence_margin"]
+    from grpo_lambda.stats import Interval
+
+    factorial = tables["factorial"]
+    checked = 0
+    for row in factorial[factorial["metric"] == "accuracy"].itertuples():
+        interval = Interval(row.estimate, row.estimate_low, row.estimate_high, row.se, row.df)
+        own, other = interval.equivalence_p(margins["accuracy"]), interval.equivalence_p(margins["reward_auc"])
+        assert row.p_equivalence == pytest.approx(own), row.effect
+        checked += own != pytest.approx(other, abs=1e-3)
+    assert checked > 10  # the two margins give other p-values on most rows: the test can tell them apart
+    for row in factorial[factorial["metric"] == "reward_auc"].itertuples():
+        values = [float(pair.split(":")[1]) for pair in row.per_seed.split()]
+        assert row.p_equivalence == pytest.approx(seed_interval(values).equivalence_p(margins["reward_auc"]),
+                                                  abs=1e-5)
+
+
+def test_four_agreeing_seeds_are_too_few_for_a_verdict_on_the_training_reward(run):
+    """The synthetic study's trace adds 0.10 to the reward's rise for every seed; at 4 seeds the exact
+    sign-flip test's smallest p is 2^(1-4) = 0.125, so no outcome could reject: "too few seeds", no MDE."""
     _, _, tables = run
     row = tables["factorial"].query("metric == 'reward_auc' and effect == 'trace'").iloc[0]
-    assert row["verdict"] == "ahead" and row["estimate"] > 3 * row["mde"]
+    assert row["estimate"] > 0.05 and row["p"] == pytest.approx(0.125) and row["p_floor"] == pytest.approx(0.125)
+    assert row["verdict"] == "too few seeds" and row["mde"] == np.inf
 
 
 def test_without_a_margin_nothing_is_equivalent(run):
@@ -86,6 +137,9 @@ def test_the_verdict_rule():
     assert verdict(0.01, np.nan, np.nan, 0.05) is None
     # Holm first: a raw p under α does not make a verdict when the adjusted one is over it
     assert verdict(0.05, 0.06, np.nan, 0.05) == "not distinguishable"
+    # a family whose test cannot reach α (m × the smallest p ≥ α) says so instead
+    assert verdict(0.05, 0.125, np.nan, 0.05, family_floor=0.125) == "too few seeds"
+    assert verdict(0.05, 0.125, 0.01, 0.05, family_floor=0.125) == "equivalent"
 
 
 # --- report.factorial and report.equivalence_margin are checked before any job -----------------------

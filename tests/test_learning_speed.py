@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import itertools
+
 import numpy as np
 import pandas as pd
 import pytest
@@ -71,14 +73,16 @@ def test_paired_gaps_to_the_baseline_have_intervals(table):
     assert np.isnan(table.loc["grpo", "auc_vs_baseline"])
     fast = table.loc["fast"]
     assert fast["steps_vs_baseline"] == -10
-    # the seed offsets are shared by both arms, so pairing leaves no spread: the interval is the point
-    assert fast["steps_vs_baseline_low"] == fast["steps_vs_baseline_high"] == -10
-    assert fast["auc_vs_baseline_low"] > 0 and bool(fast["auc_distinguishable"])
-    assert fast["auc_verdict"] == "ahead" and fast["steps_verdict"] == "ahead"  # fewer steps is ahead
-    assert table.loc["never", "auc_verdict"] == "behind" and table.loc["never", "steps_verdict"] == "behind"
+    # the seed offsets are shared by both arms, so pairing leaves no spread; yet 4 seeds that all agree
+    # are 2 of 2^4 equally likely sign patterns under "no difference": p = 0.125, never 0, and no 95%
+    # interval exists, whatever the seeds show
+    assert fast["steps_vs_baseline_low"] == -np.inf and fast["steps_vs_baseline_high"] == np.inf
+    assert fast["steps_p"] == pytest.approx(0.125) and fast["auc_p"] == pytest.approx(0.125)
+    for variant in ("fast", "never"):
+        assert table.loc[variant, "auc_verdict"] == table.loc[variant, "steps_verdict"] == "too few seeds"
+        assert table.loc[variant, "auc_mde"] == np.inf
     assert pd.isna(table.loc["grpo", "auc_verdict"])
-    never = table.loc["never"]
-    assert never["auc_vs_baseline_high"] < 0 and bool(never["steps_distinguishable"])
+    assert table.loc["never", "auc_vs_baseline"] < 0 and table.loc["fast", "auc_vs_baseline"] > 0
     for stat in ("auc", "steps_to_threshold"):
         assert (table[f"{stat}_low"] <= table[stat]).all() and (table[stat] <= table[f"{stat}_high"]).all()
 
@@ -155,14 +159,17 @@ def test_gaps_to_the_baseline_are_paired_by_seed():
         unpaired_sd = np.sqrt((np.var(values["close"]) + np.var(values["grpo"])) / n)
         assert 1.96 * unpaired_sd > abs(per_seed.mean())
         assert 2 * 1.96 * unpaired_sd > 3 * (per_seed.max() - per_seed.min())
-        # Paired by seed: the t interval of the per-seed gaps, x̄ ± t(7, 0.975) · s/√8; the gaps differ,
-        # so it is not a point.
+        # Paired by seed: the sign-flip interval of the per-seed gaps: of the 255 means of nonempty subsets
+        # of the 8 gaps, the 6th smallest to the 6th largest (k = 0.05 · 2^7 = 6.4, rounded down); the
+        # gaps differ, so it is not a point.
         low, high = close[f"{stat}_vs_baseline_low"], close[f"{stat}_vs_baseline_high"]
-        half = 2.364624 * per_seed.std(ddof=1) / np.sqrt(n)
+        means = sorted(np.mean(per_seed[list(subset)]) for size in range(1, n + 1)
+                       for subset in itertools.combinations(range(n), size))
         assert close[f"{stat}_vs_baseline"] == pytest.approx(per_seed.mean())
-        assert (low, high) == pytest.approx((per_seed.mean() - half, per_seed.mean() + half), rel=1e-6)
+        assert (low, high) == pytest.approx((means[5], means[-6]), rel=1e-6)
         assert low < high and bool(close[f"{stat}_distinguishable"])
-        assert close[f"{stat}_p"] < 0.05 and close[f"{stat}_verdict"] == "ahead"
+        # every seed's gap has one sign: the exact p is 2 of the 2^8 sign vectors, not 0
+        assert close[f"{stat}_p"] == pytest.approx(2 / 2**n) and close[f"{stat}_verdict"] == "ahead"
         assert close[f"{stat}_mde"] == pytest.approx((2.364624 + 0.896030) * per_seed.std(ddof=1) / np.sqrt(n),
                                                      rel=1e-5)
 
@@ -174,3 +181,15 @@ def test_a_run_whose_log_stops_early_and_never_reached_the_threshold_is_not_coun
     frame = learning_speed.learning_speed_table(cfg, short, report_options(cfg)).set_index("variant")
     assert frame.loc["never", "steps"] == 15 and frame.loc["never", "steps_to_threshold"] == 16
     assert frame.loc["never", "reached"] == "0/4" and frame.loc["fast", "reached"] == "4/4"
+
+
+def test_the_figure_shows_a_dot_per_seed_beside_each_auc_interval():
+    cfg = config()
+    frame = learning_speed.learning_speed_table(cfg, logs(), report_options(cfg))
+    fig = figures.learning_speed_figure(cfg, frame)
+    dots = [collection for collection in fig.axes[0].collections if len(collection.get_offsets()) == len(SEEDS)]
+    assert len(dots) == len(cfg["variants"])
+    fast = frame.set_index("variant").loc["fast"]
+    shown = sorted(x for x, _ in dots[list(frame["variant"]).index("fast")].get_offsets())
+    assert shown == pytest.approx(sorted(curve("fast", s).mean() for s in SEEDS), abs=1e-5)
+    assert fast["auc_per_seed"].split()[0].startswith("0:")

@@ -92,7 +92,7 @@ def _spread(benchmarks: list[str]) -> tuple[float, float, float]:
 
 @pytest.mark.parametrize("benchmark, members", [("b300", ["b300"]), ("b200", ["b200"]),
                                                 ("average", ["b300", "b200"])])
-@pytest.mark.parametrize("dataset, method", [("d", "lam"), ("all", "grpo_lambda")])
+@pytest.mark.parametrize("dataset, method", [("d", "lam")])
 def test_a_small_gap_on_mostly_shared_problems_is_distinguishable(paired, benchmark, members, dataset, method):
     gap, paired_sd, unpaired_sd = _spread(members)
     # The fixture's point: resampling the arms apart would give an interval around the gap wider
@@ -112,6 +112,14 @@ def test_a_small_gap_on_mostly_shared_problems_is_distinguishable(paired, benchm
     assert row.diff_low > 0 and bool(row.distinguishable)
 
 
+def test_a_model_of_one_training_set_has_no_all_row_repeating_it(paired):
+    """Over one training set the pooled row would be the set's own row again: a comparison counted twice."""
+    assert "all" not in set(paired["dataset"])
+    average = paired[paired["benchmark"] == "average"]
+    assert list(average["family"]) == ["primary"] and list(average["role"]) == ["primary"]
+    assert set(paired[paired["benchmark"] != "average"]["family"]) == {"per-suite accuracy"}
+
+
 def test_the_seed_count_is_of_the_runs_both_arms_hold():
     from grpo_lambda.stats import Term
     from grpo_lambda.tables.paired import seed_count
@@ -121,3 +129,19 @@ def test_the_seed_count_is_of_the_runs_both_arms_hold():
     assert seed_count(treated) == 4 and seed_count(treated, base) == 2
     other_sft = [Term(-1.0, np.ones((2, 3)), "other", "p", rows=(0, 2))]  # same seeds, another SFT model
     assert seed_count(treated, other_sft) == 0
+
+
+def test_each_row_has_one_family_a_check_line_its_own_and_a_simple_effect_only_in_the_2x2():
+    from grpo_lambda.tables.paired import family_of
+
+    options = {"checks": ["chk"], "primary": "paired", "factorial": None, "baseline": "grpo"}
+    assert family_of(options, ["chk"], "d", "average", False) == ("check", "check: chk")
+    assert family_of(options, ["lam"], "d", "average", False) == ("primary", "primary")
+    assert family_of(options, ["lam"], "d", "b300", False) == ("exploratory", "per-suite accuracy")
+    # several training sets: the pooled row is primary, each set's own row exploratory
+    assert family_of(options, ["lam"], "all", "average", True) == ("primary", "primary")
+    assert family_of(options, ["lam"], "d", "average", True) == ("exploratory", "mean accuracy")
+    cells = {(False, False): "grpo", (False, True): "clamp", (True, False): "trace0", (True, True): "trace"}
+    two_by_two = {**options, "primary": "factorial", "factorial": {"factors": ("trace", "clamp"), "cells": cells}}
+    assert family_of(two_by_two, ["clamp"], "d", "average", False) == ("factorial", "")
+    assert family_of(two_by_two, ["trace"], "d", "average", False) == ("exploratory", "mean accuracy")

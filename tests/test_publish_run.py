@@ -23,7 +23,8 @@ from grpo_lambda.tables.raw import RAW_FILES, read_results, write_raw
 from results_tree import STUDY_SEEDS, build_study_tree, make_study_config
 
 RUN = "study-run"
-BLOCK_NAMES = ("headline", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance")
+BLOCK_NAMES = ("headline", "primary", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance",
+               "horizon", "horizon_errors", "horizon_finding")
 
 
 @pytest.fixture(scope="module")

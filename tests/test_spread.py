@@ -183,3 +183,14 @@ def test_the_script_runs_one_study_per_sft_seed_and_writes_their_spread(tmp_path
         for row in table1.itertuples():
             assert table.loc[f"accuracy: {row.label}", str(run)] == pytest.approx(row.average)
     assert (table["prediction_low"] <= table["prediction_high"]).all()
+
+
+def test_leave_one_out_judges_a_run_by_the_prediction_interval_not_the_mean_one():
+    """Others 0, 1, 2: mean 1, s 1, t(2, 0.975) 4.303. One more run should fall in 1 ± 4.303·√(4/3) =
+    [−3.97, 5.97]; the mean's interval is only 1 ± 4.303/√3 = [−1.48, 3.48]. A run at 4 is inside the one
+    and outside the other: leave-one-out asks where one more run falls."""
+    from grpo_lambda.spread import _inside, mean_interval, prediction_interval
+
+    assert prediction_interval([0.0, 1.0, 2.0]) == pytest.approx((1.0, -3.9689, 5.9689), abs=1e-3)
+    assert mean_interval([0.0, 1.0, 2.0])[2] == pytest.approx(3.4843, abs=1e-3)
+    assert _inside(4.0, pd.Series([0.0, 1.0, 2.0]), 0.95) and not _inside(6.0, pd.Series([0.0, 1.0, 2.0]), 0.95)

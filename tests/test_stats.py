@@ -314,3 +314,56 @@ def test_smoothing_is_the_debiased_ema_that_skips_nan():
     assert np.isnan(out[0])
     assert out[1] == pytest.approx(1.0) and out[2] == pytest.approx(1.0)  # carried over the NaN
     assert out[3] == pytest.approx((w * (1 - w) * 1.0) / (1 - w ** 2))
+
+
+# --- the seed-level procedure, zero standard errors, accuracy intervals inside [0, 1] -------------------
+
+
+def test_the_sign_flip_interval_is_the_subset_means_and_its_p_never_below_the_floor():
+    """8 seeds: of the 255 means of nonempty subsets, the 6th smallest to the 6th largest (k = ⌊0.05·2^7⌋ = 6);
+    p of seeds that all agree is 2 of the 2^8 sign patterns; equal seeds give that floor, never 0."""
+    import itertools
+
+    from grpo_lambda.stats import seed_interval, sign_flip_p
+
+    values = np.array([0.3, -0.1, 0.5, 0.2, 0.05, 0.4, -0.2, 0.6])
+    means = sorted(np.mean(values[list(c)]) for k in range(1, 9) for c in itertools.combinations(range(8), k))
+    interval = seed_interval(values)
+    assert (interval.low, interval.high) == pytest.approx((means[5], means[-6]))
+    assert interval.estimate == pytest.approx(values.mean()) and interval.df == 7
+    assert sign_flip_p(np.abs(values) + 0.01) == pytest.approx(2 / 2**8)
+    equal = seed_interval([0.1] * 5)
+    assert equal.se == 0 and equal.p_value() == pytest.approx(2 ** (1 - 5)) and equal.p_value() > 0
+    assert seed_interval([0.0] * 4).p_value() == 1.0 and (seed_interval([0.0] * 4).low, seed_interval([0.0] * 4).high) == (0, 0)
+    # 4 seeds: no 95% interval exists
+    assert seed_interval([0.1, 0.2, 0.3, 0.4]).low == -np.inf
+
+
+def test_a_zero_standard_error_t_statistic_gives_no_p_not_zero():
+    from grpo_lambda.stats import Interval
+
+    assert np.isnan(Interval(0.1, 0.1, 0.1, 0.0, 3.0).p_value())
+    assert Interval(0.0, 0.0, 0.0, 0.0, 3.0).p_value() == 1.0
+
+
+@pytest.mark.parametrize("right", [299, 1])
+def test_an_accuracy_interval_stays_within_0_and_1_near_both_ends(right):
+    """300 problems × 4 seeds with 299 (or 1) of 300 right for every seed: the Wald interval p̂ ± t·se
+    crosses 1 (or 0); the accuracy tables' interval (Wilson at the cluster variance's effective size) does
+    not, and still holds p̂."""
+    from types import SimpleNamespace
+
+    from grpo_lambda.stats import Term, linear_interval
+    from grpo_lambda.tables.cells import Cells
+
+    correct = np.zeros((4, 300))
+    correct[:, :right] = 1.0
+    terms = [Term(1.0, correct, "seeds", "problems")]
+    wald = linear_interval(terms)
+    assert wald.high > 1 if right == 299 else wald.low < 0
+    shown = Cells.level_interval(SimpleNamespace(level=0.95), terms)
+    assert 0 <= shown.low < shown.estimate < shown.high <= 1
+    assert shown.estimate == pytest.approx(right / 300)
+    # all right: [something below 1, 1], not a point
+    every = Cells.level_interval(SimpleNamespace(level=0.95), [Term(1.0, np.ones((4, 300)), "seeds", "problems")])
+    assert every.high == 1.0 and 0.98 < every.low < 1.0

@@ -469,10 +469,20 @@ def learning_speed_figure(config: dict, speed: pd.DataFrame):
             for yi, colour, (_, row) in zip(y, colours, part.iterrows()):
                 ax.errorbar(row[stat], yi, xerr=[[row[stat] - row[f"{stat}_low"]], [row[f"{stat}_high"] - row[stat]]],
                             fmt="o", color=colour, capsize=3)
+                seeds = _per_seed(row.get(f"{stat}_per_seed"))
+                if seeds:  # a dot per seed beside the seed-level interval: skew or a collapsed seed shows
+                    ax.scatter(seeds, [yi - 0.2] * len(seeds), s=8, color=colour, alpha=0.6, linewidths=0)
             ax.set_yticks(y, [labels[v] for v in part["variant"]] if ax is axes[r, 0] else [], fontsize=7)
             ax.set_xlabel(xlabel, fontsize=8)
             ax.set_title(f"{model} / {dataset}", fontsize=9)
     return fig
+
+
+def _per_seed(text) -> list[float]:
+    """The values of a table's "seed:value ..." per-seed column (grpo_lambda.tables.verdicts.per_seed_text)."""
+    if not isinstance(text, str) or not text.strip():
+        return []
+    return [float(pair.split(":")[1]) for pair in text.split()]
 
 
 def eval_length_figure(config: dict, by_variant: pd.DataFrame):

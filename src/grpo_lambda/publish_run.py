@@ -13,6 +13,13 @@ and the generated blocks of README.md and docs/**/*.md named ``<run>/...`` rewri
 and blocks of a published run from its raw files and names every committed table (CSV) and block that
 differs (the test of the published runs calls it; the Markdown tables and figures are written from
 those CSVs). Run it as ``python scripts/publish_run.py CONFIG DOCS_DIR``.
+
+:func:`republish` (``scripts/publish_run.py CONFIG DOCS_DIR --from-raw``) rebuilds a published run whose
+results folder is gone from its committed raw files: the run's data and config stay as committed but for
+the config's ``report:`` section, which is taken from CONFIG (how the tables analyse the run, not what
+was trained; a CONFIG whose study has grown since the run, more lines or seeds, is named in a warning,
+and its report: must fit the run's variants), and run.json keeps what made the run,
+updating only the checkout that rebuilt it.
 """
 
 from __future__ import annotations
@@ -78,6 +85,53 @@ def publish(config_path: str | Path, docs_dir: str | Path, results_dir: str | Pa
             f"<!-- generated: {docs_dir.name}/{name} -->\n<!-- end generated -->\n\n"
             for name in ("summary", "comparison", "factorial", "diagnostics", "provenance")))
     generated = published_blocks(docs_dir)
+    for path in markdown_files(docs_dir):
+        text = path.read_text(encoding="utf-8")
+        filled = fill_blocks(text, generated, docs_dir.name)
+        if filled != text:
+            write_text(path, filled)
+            written.append(path)
+    return written
+
+
+def republish(config_path: str | Path, docs_dir: str | Path) -> list[Path]:
+    """Rebuild the published run in ``docs_dir`` from its raw files with CONFIG's ``report:`` section (the
+    module docstring); return the files written."""
+    import yaml
+
+    from grpo_lambda.tables.raw import CONFIG
+
+    docs_dir = Path(docs_dir)
+    commit = git_commit()
+    if not has_raw(docs_dir / "raw"):
+        raise FileNotFoundError(f"{docs_dir}/raw: no raw files to republish from")
+    config = study.load(config_path)
+    run_config = yaml.safe_load((docs_dir / "raw" / CONFIG).read_text(encoding="utf-8"))
+    differs = [key for key in ("models", "datasets", "benchmarks", "variants", "seeds")
+               if config.get(key) != run_config.get(key)]
+    if differs:  # the study grew since the run (new lines, more seeds): its report: still reads the run
+        log.warning("%s: %s differ from the run's (%s/raw/%s); only its report: section is used, checked "
+                    "against the run's config", config_path, ", ".join(differs), docs_dir, CONFIG)
+    run_config["report"] = dict(config.get("report") or {})
+    try:
+        study.validate(run_config)
+    except Exception as error:
+        raise ValueError(f"{config_path}: its report: section does not fit the run in {docs_dir}: {error}") from error
+    path = docs_dir / "raw" / CONFIG
+    write_text(path, yaml.safe_dump(run_config, sort_keys=False, allow_unicode=True))
+    written = [path]
+    config, tables = rebuild(docs_dir / "raw")
+    for name in table_names(config):
+        formats = tuple(ext for ext in table_formats(name) if ext != "tex")
+        written += [Path(p) for p in write_table(tables[name], docs_dir / "tables", name, formats)]
+    written += _figures(config, docs_dir)
+    info = json.loads((docs_dir / RUN_INFO).read_text(encoding="utf-8"))
+    info["config_sha256"] = hashlib.sha256(json.dumps(config, sort_keys=True, default=str).encode()).hexdigest()
+    info["published_with"] = {"commit": commit.removesuffix("+changes"), "dirty": commit.endswith("+changes"),
+                              "versions": {name: _version(name) for name in REBUILD_LIBRARIES}}
+    write_json(docs_dir / RUN_INFO, info)
+    written.append(docs_dir / RUN_INFO)
+    generated = published_blocks(docs_dir, tables, config)
     for path in markdown_files(docs_dir):
         text = path.read_text(encoding="utf-8")
         filled = fill_blocks(text, generated, docs_dir.name)

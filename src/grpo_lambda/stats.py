@@ -60,8 +60,10 @@ Training curves are smoothed here too (:func:`smooth`, :func:`smoothing_weight`)
 
 from __future__ import annotations
 
+import itertools
 import math
 from collections.abc import Hashable, Sequence
+from functools import lru_cache
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -88,44 +90,66 @@ class Term:
 
 @dataclass(frozen=True)
 class Interval:
-    """A point estimate, its interval, standard error and degrees of freedom (``df``)."""
+    """A point estimate, its interval, standard error and degrees of freedom (``df``).
+
+    ``values``, where set, are the per-seed values a seed-level interval was computed from (one per
+    seed, in seed order: ``seeds`` names them): its p-values are then the exact sign-flip test's
+    (:func:`seed_interval`), not the t test's."""
 
     estimate: float
     low: float
     high: float
     se: float = float("nan")
     df: float = float("inf")
+    values: tuple | None = field(default=None)
+    seeds: tuple | None = field(default=None)
 
     def excludes(self, value: float = 0.0) -> bool:
         """Whether ``value`` lies outside the interval (e.g. a difference distinguishable from 0)."""
         return bool(self.low > value or self.high < value)
 
     def p_value(self) -> float:
-        """Two-sided p-value of θ = 0 (t test); NaN without a standard error. A zero standard error (every
-        seed's paired value the same) gives the t test's limit: 0 for a nonzero estimate, 1 for an exact 0
-        (a check line). A statistic of few whole values (steps to a threshold) can tie across seeds by
-        chance; its verdict then rests on the seeds agreeing, which the table's ``seeds`` column counts."""
+        """Two-sided p-value of θ = 0: the exact sign-flip test for per-seed values, else the t test; NaN
+        without a standard error. A zero standard error never gives 0: the sign-flip test's floor is
+        2^(1−n); for a t statistic an exact 0 estimate (a check line) gives 1 and a nonzero one NaN (no
+        test, so no verdict)."""
         if math.isnan(self.se) or math.isnan(self.estimate):
             return float("nan")
+        if self.values is not None:
+            return sign_flip_p(self.values)
         if self.se == 0:
-            return 1.0 if self.estimate == 0 else 0.0
+            return 1.0 if self.estimate == 0 else float("nan")
         return float(2 * t_sf(abs(self.estimate) / self.se, self.df))
 
     def equivalence_p(self, margin: float) -> float:
-        """p-value of |θ| ≥ margin by two one-sided t tests (TOST): small means |θ| < margin."""
+        """p-value of |θ| ≥ margin by two one-sided tests (TOST; sign-flip for per-seed values, else t):
+        small means |θ| < margin."""
         if math.isnan(self.se) or math.isnan(self.estimate):
             return float("nan")
+        if self.values is not None:
+            return sign_flip_equivalence_p(self.values, margin)
         if self.se == 0:
             return 0.0 if abs(self.estimate) < margin else 1.0
         above = t_sf((self.estimate + margin) / self.se, self.df)    # H0: θ ≤ −margin
         below = t_sf(-(self.estimate - margin) / self.se, self.df)  # H0: θ ≥ +margin
         return float(max(above, below))
 
+    def p_floor(self) -> float:
+        """The smallest two-sided p-value the test can give: 2^(1−n) for the sign-flip test of n seeds,
+        0 for a t test. A family of m tests can reject nothing when m · p_floor ≥ α (too few seeds)."""
+        if self.values is not None:
+            return 2.0 ** (1 - len(self.values)) if self.values else 1.0
+        return 0.0
+
     def mde(self, alpha: float = 0.05, power: float = 0.8) -> float:
-        """The smallest |θ| a two-sided level-``alpha`` t test detects with probability ``power``, at this
-        standard error: (t_{1−α/2} + t_{power}) · se."""
+        """The smallest |θ| a two-sided level-``alpha`` test detects with probability ``power``, at this
+        standard error: (t_{1−α/2} + t_{power}) · se (for per-seed values the t approximation of the
+        sign-flip test; infinite where its floor 2^(1−n) is not below ``alpha``). The tables call it with
+        the level the comparison faces in its family, α/m (grpo_lambda.tables.verdicts)."""
         if math.isnan(self.se):
             return float("nan")
+        if self.p_floor() >= alpha:
+            return float("inf")
         return float((student_t_quantile(1 - alpha / 2, self.df) + student_t_quantile(power, self.df)) * self.se)
 
 
@@ -273,6 +297,105 @@ def t_interval(values, level: float = 0.95) -> Interval:
     if values.size == 0:
         return NO_INTERVAL
     return linear_interval([Term(1.0, values[:, None], "seeds", "value")], level)
+
+
+# Beyond this many seeds the 2^n sign vectors are too many to list; the t interval is used instead (at
+# 17 seeds and more the t interval's coverage is near nominal for the skewed cases simulated).
+MAX_EXACT_SEEDS = 16
+
+
+@lru_cache(maxsize=None)
+def _subsets(n: int) -> np.ndarray:
+    """Every nonempty subset of n seeds as a 0/1 matrix (2^n − 1, n)."""
+    return np.array(list(itertools.product((0.0, 1.0), repeat=n))[1:])
+
+
+def _subset_means(values) -> np.ndarray:
+    subsets = _subsets(len(values))
+    return np.sort(subsets @ np.asarray(values, dtype=float) / subsets.sum(axis=1))
+
+
+def seed_interval(values, level: float = 0.95, seeds=None) -> Interval:
+    """The seed-level procedure: the mean of per-seed values (a run's AUC, a per-seed paired difference)
+    with the interval of the exact paired sign-flip test inverted (Hartigan 1969: the 2^n − 1 subset
+    means cut the line into 2^n pieces of equal chance under symmetry, so [m_(k), m_(2^n − k)] with
+    k = ⌊(1 − level)·2^(n−1)⌋ is the set of μ the equal-tailed test keeps). Its p-values are the same
+    test's (:func:`sign_flip_p`), never below 2^(1−n). Where k = 0 (fewer than 6 seeds at 95%) no
+    interval exists: low and high are ∓inf (the tables say "too few seeds"). Chosen over the t interval,
+    a bootstrap and Hodges–Lehmann by simulation (docs/statistics.md, tests/test_seed_interval.py).
+    ``se`` and ``df`` are the t statistic's (s/√n, n − 1), for the MDE. ``seeds`` names the values."""
+    _check_level(level)
+    values = np.asarray(values, dtype=float)
+    keep = ~np.isnan(values)
+    names = None if seeds is None else tuple(s for s, k in zip(seeds, keep) if k)
+    values = values[keep]
+    if values.size == 0:
+        return NO_INTERVAL
+    mean = float(values.mean())
+    if values.size == 1:
+        return Interval(mean, float("nan"), float("nan"), values=(mean,), seeds=names)
+    se = float(values.std(ddof=1) / math.sqrt(values.size))
+    if np.all(values == 0):
+        # identical arms (a check line that writes the baseline's runs): every sign pattern gives 0
+        return Interval(0.0, 0.0, 0.0, 0.0, values.size - 1, tuple(values.tolist()), names)
+    if values.size > MAX_EXACT_SEEDS:
+        t = t_interval(values, level)
+        return Interval(t.estimate, t.low, t.high, t.se, t.df, None, names)
+    k = int(math.floor((1 - level) * 2 ** (values.size - 1) + 1e-9))
+    if k == 0:
+        low, high = -math.inf, math.inf
+    else:
+        means = _subset_means(values)
+        low, high = float(means[k - 1]), float(means[len(means) - k])
+    return Interval(mean, low, high, se, values.size - 1, tuple(float(v) for v in values), names)
+
+
+def _one_sided_p(values, mu: float, upper: bool) -> float:
+    """Sign-flip p-value of H0 mean ≤ mu (``upper``: the alternative mean > mu) or mean ≥ mu: the share
+    of the 2^n sign vectors (the identity included) whose flipped sum reaches the observed one."""
+    means = _subset_means(values)
+    beyond = np.sum(means <= mu + 1e-12) if upper else np.sum(means >= mu - 1e-12)
+    return float((1 + beyond) / 2 ** len(values))
+
+
+def sign_flip_p(values) -> float:
+    """Two-sided exact sign-flip p-value of mean = 0 for per-seed values: twice the smaller one-sided p,
+    at most 1; the floor is 2^(1−n) (every seed on one side), never 0. NaN for no value."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return float("nan")
+    if values.size > MAX_EXACT_SEEDS:
+        return t_interval(values).p_value()
+    if np.all(values == 0):
+        return 1.0
+    return min(1.0, 2 * min(_one_sided_p(values, 0.0, True), _one_sided_p(values, 0.0, False)))
+
+
+def sign_flip_equivalence_p(values, margin: float) -> float:
+    """TOST by two one-sided sign-flip tests: H0 mean ≤ −margin and H0 mean ≥ +margin; the larger p."""
+    values = np.asarray(values, dtype=float)
+    if values.size == 0:
+        return float("nan")
+    if values.size > MAX_EXACT_SEEDS:
+        return t_interval(values).equivalence_p(margin)
+    return max(_one_sided_p(values, -margin, True), _one_sided_p(values, margin, False))
+
+
+def proportion_interval(interval: Interval, observations: int, level: float = 0.95) -> Interval:
+    """An accuracy's interval kept inside [0, 1]: the Wilson score form at the effective sample size the
+    cluster variance implies, n_eff = p̂(1 − p̂)/se² (at most ``observations``; all of them where p̂ is 0
+    or 1, whose se is 0), with the t quantile of the interval's df. It equals the Wald form x̂ ± t·se to
+    first order away from the bounds and never leaves [0, 1] (a Wald interval at 0.99 with se 0.007
+    reaches 1.004)."""
+    p, se = interval.estimate, interval.se
+    if math.isnan(p) or math.isnan(se) or not 0 <= p <= 1 or observations < 1:
+        return interval
+    n = observations if se == 0 or p in (0.0, 1.0) else min(observations, p * (1 - p) / se ** 2)
+    z = student_t_quantile((1 + level) / 2, interval.df) if math.isfinite(interval.df) else \
+        student_t_quantile((1 + level) / 2, 1e9)
+    centre = (p + z * z / (2 * n)) / (1 + z * z / n)
+    half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
+    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), se, interval.df)
 
 
 def holm(p_values) -> np.ndarray:

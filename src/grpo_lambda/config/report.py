@@ -25,6 +25,8 @@ REPORT_DEFAULTS = {
     "metric": "greedy",
     "equivalence_margin": {},
     "factorial": None,
+    "primary": "paired",
+    "checks": [],
     "horizon": None,
 }
 # Options of the bootstrap the intervals once were; accepted so that older configs still run, and unused.
@@ -72,8 +74,38 @@ def report_options(config: dict) -> dict:
     options["figure4_datasets"] = _dataset_list(config, "figure4_datasets", options["figure4_datasets"])
     options["grpo_lambda_variant"] = _per_model_choice(config, options["grpo_lambda_variant"])
     options["factorial"] = _factorial(config, options["factorial"])
+    options["checks"] = _checks(config, options["checks"], options["baseline"])
+    options["primary"] = _primary(options["primary"], options["factorial"])
     options["horizon"] = _horizon(config, options["horizon"])
     return options
+
+
+PRIMARY_TABLES = ("paired", "factorial")
+
+
+def _checks(config: dict, checks, baseline: str) -> list[str]:
+    """report.checks: the variants that check the comparison itself (a line that should equal the
+    baseline, or another line): each is a family of its own, never in the primary family."""
+    if checks is None:
+        return []
+    if not isinstance(checks, list) or not all(isinstance(c, str) for c in checks):
+        raise ValueError(f"report.checks must be a list of variants, got {checks!r}")
+    unknown = [c for c in checks if c not in config["variants"]]
+    if unknown:
+        raise ValueError(f"report.checks: {unknown} are not variants (known: {list(config['variants'])})")
+    if baseline in checks:
+        raise ValueError(f"report.checks: the baseline {baseline!r} cannot be a check line")
+    return list(checks)
+
+
+def _primary(primary, factorial: dict | None) -> str:
+    """report.primary: the table whose mean-accuracy comparisons are the study's one primary family:
+    ``paired`` (each line minus the baseline) or ``factorial`` (the 2 × 2's simple effects)."""
+    if primary not in PRIMARY_TABLES:
+        raise ValueError(f"report.primary must be one of {list(PRIMARY_TABLES)}, got {primary!r}")
+    if primary == "factorial" and factorial is None:
+        raise ValueError("report.primary: factorial needs report.factorial (the 2 × 2 design)")
+    return primary
 
 
 def _check_metric(config: dict, metric) -> None:

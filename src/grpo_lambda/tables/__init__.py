@@ -58,6 +58,12 @@ Options, under ``report:`` in the config (all optional; ``grpo_lambda.config.val
                         variant under its own label (``labels.method_variants``).
 ``equivalence_margin``  ({}) margins per metric, ``{accuracy: 0.02, reward_auc: 0.005}``: a difference
                         within ±margin by TOST after Holm is ``equivalent``; no margin, no such verdict.
+``primary`` ("paired")  the table whose mean-accuracy comparisons are the study's one primary Holm family:
+                        ``paired`` (every line minus the baseline) or ``factorial`` (the 2 × 2's four
+                        simple effects); every other comparison is exploratory, in a family of its own
+                        (``verdicts``; docs/statistics.md).
+``checks`` ([])         variants that check the comparison itself (a line that should equal another): each
+                        a family of its own, never in the primary family.
 ``factorial``           a 2 × 2 design: ``{factors: [a, b], cells: {variant: {a: true|false, b: true|false}}}``,
                         each of the four level combinations exactly one variant (checked).
 ``horizon``             a horizon study: ``{chains: {dataset: benchmark}, pairs: {name: {treatment,
@@ -81,11 +87,12 @@ Options, under ``report:`` in the config (all optional; ``grpo_lambda.config.val
 ``bootstrap``, ``seed`` accepted and unused: the intervals are analytic.
 
 Every interval is analytic and deterministic (``grpo_lambda.stats``): accuracies by a two-way (seed,
-problem) cluster-robust variance with a Welch–Satterthwaite t quantile, seed-level numbers by the t
-interval over seeds; every difference is paired by seed (runs of one SFT model with the same training
-seed) and by problem. Every comparison table applies one verdict rule (``verdicts``): Holm across the
-methods compared with the same baseline on the same metric, ``ahead`` / ``behind`` /
-``not distinguishable``, ``equivalent`` only by TOST against a configured margin. The training sets of
+problem) cluster-robust variance with a Welch–Satterthwaite t quantile, an accuracy itself kept in [0, 1]
+(Wilson-type), seed-level comparisons by the exact sign-flip test (``stats.seed_interval``); every
+difference is paired by seed (runs of one SFT model with the same training seed) and by problem. Every
+comparison table applies one verdict rule (``verdicts``): Holm within declared families (one primary),
+``ahead`` / ``behind`` / ``equivalent`` (TOST after Holm against the metric's margin) / ``too few seeds`` /
+``not distinguishable``, the MDE at α/m. The training sets of
 a mean over datasets are fixed (they are the study's design, not a sample).
 
 One module per job:

@@ -31,12 +31,12 @@ import pandas as pd
 from grpo_lambda.tables.keys import ALL_DATASETS, AVERAGE
 from grpo_lambda.tables.labels import variant_label
 from grpo_lambda.config.report import report_options
-from grpo_lambda.tables.verdicts import AHEAD, BEHIND, EQUIVALENT, UNRESOLVED
+from grpo_lambda.tables.verdicts import AHEAD, BEHIND, CHECK, EQUIVALENT, PRIMARY, TOO_FEW, UNRESOLVED
 
 MARKER = re.compile(r"<!-- generated: (?P<name>[\w.-]+/[\w.-]+) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
-BLOCKS = ("headline", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance", "horizon",
-          "horizon_errors", "horizon_finding")
-VERDICT_ORDER = (AHEAD, BEHIND, EQUIVALENT, UNRESOLVED)
+BLOCKS = ("headline", "primary", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance",
+          "horizon", "horizon_errors", "horizon_finding")
+VERDICT_ORDER = (AHEAD, BEHIND, EQUIVALENT, UNRESOLVED, TOO_FEW)
 
 
 def find_blocks(text: str) -> list[tuple[str, str]]:
@@ -63,6 +63,7 @@ def run_blocks(run: str, config: dict, tables: dict[str, pd.DataFrame], info: di
     spread across SFT seeds where measured."""
     options = report_options(config)
     makers = {"headline": lambda: _headline(config, tables, options, spread),
+              "primary": lambda: _primary(config, tables, options),
               "summary": lambda: _summary(config, tables, options),
               "comparison": lambda: _comparison(config, tables, options),
               "factorial": lambda: _factorial(tables["factorial"], options),
@@ -89,6 +90,8 @@ def _interval(value, low, high, signed: bool = False) -> str:
     show = _signed if signed else _level
     if pd.isna(value):
         return "–"
+    if not pd.isna(low) and np.isinf(low):
+        return f"{show(value)} [no interval: too few seeds]"
     return show(value) if pd.isna(low) else f"{show(value)} [{show(low)}, {show(high)}]"
 
 
@@ -164,7 +167,19 @@ def _headline(config: dict, tables: dict, options: dict, spread: pd.DataFrame | 
             rows.append([f"training-reward AUC, {row.label} − {variant_label(config, options['baseline'])}{where}",
                          f"{_interval(row.auc_vs_baseline, row.auc_vs_baseline_low, row.auc_vs_baseline_high, True)}, "
                          f"Holm p {_p(row.auc_p_holm)}: **{row.auc_verdict}**", signed(low, high)])
-    return _table(["", "this run (one SFT model)", "a run on your machine should fall in (95% prediction)"], rows)
+    runs = _spread_runs(spread)
+    where = (f"one more run, approximately (95% prediction from {runs} runs, assuming normality)" if runs
+             else "one more run (no spread across runs measured)")
+    return _table(["", "this run (one SFT model)", where], rows)
+
+
+def _spread_runs(spread: pd.DataFrame | None) -> int:
+    """How many runs the spread's intervals are computed from (the held-out check run not counted)."""
+    if spread is None or spread.empty:
+        return 0
+    columns = list(spread.columns)
+    runs = columns[columns.index("quantity") + 1:columns.index("mean")]
+    return len(runs) - ("inside" in columns)
 
 
 def _verdict_sentence(what: str, rows: pd.DataFrame, estimate: str, verdict: str, mde: str) -> str:
@@ -177,7 +192,7 @@ def _verdict_sentence(what: str, rows: pd.DataFrame, estimate: str, verdict: str
             continue
         if len(chosen) > 4:
             # a line identical to the baseline (a check line) has no spread and detects any gap: left out
-            detectable = chosen[mde][chosen[mde] > 0]
+            detectable = chosen[mde][(chosen[mde] > 0) & np.isfinite(chosen[mde].astype(float))]
             note = (f"; smallest gap detectable at 80% power {_level(detectable.min())} to {_level(detectable.max())}"
                     if word == UNRESOLVED and not detectable.empty else "")
             parts.append(f"**{word}**: {len(chosen)} lines ({_signed(chosen[estimate].min())} to "
@@ -212,19 +227,28 @@ def _summary(config: dict, tables: dict, options: dict) -> str:
     for key, rows in _groups(paired):
         fewest, most = int(rows["seeds"].min()), int(rows["seeds"].max())
         seeds = f"{most}" if fewest == most else f"{fewest}–{most}"
-        texts[key] = texts.get(key, "") + _verdict_sentence(
-            f"Accuracy against {baseline}, {seeds} seeds paired, Holm over {_lines(len(rows))}", rows, "diff",
-            "verdict", "mde")
         auc = speed[(speed["model"] == key[0]) & (speed["dataset"] == key[1])]
-        texts[key] += _verdict_sentence(f"Training-reward AUC against {baseline}", auc, "auc_vs_baseline",
-                                        "auc_verdict", "auc_mde")
+        for what, frame, column, prefix in ((f"Accuracy against {baseline}, {seeds} seeds paired", rows, "diff", ""),
+                                            (f"Training-reward AUC against {baseline}", auc, "auc_vs_baseline", "auc_")):
+            family = frame[f"{prefix}family"].fillna("")
+            for name, members in frame[(family != "") & ~family.str.startswith("check")].groupby(
+                    f"{prefix}family", sort=False):
+                text = _verdict_sentence(f"{what}, {name} family, Holm over {_lines(len(members))}", members, column,
+                                         f"{prefix}verdict", f"{prefix}mde")
+                texts[key] = texts.get(key, "") + text
+            checks = frame[family.str.startswith("check")]
+            if not checks.empty:
+                texts[key] = texts.get(key, "").rstrip(".\n") + "; check lines, each a family of its own: " + ", ".join(
+                    f"{row['label']} {_interval(row[column], row[f'{column}_low'], row[f'{column}_high'], True)} "
+                    f"**{row[f'{prefix}verdict']}**" for _, row in checks.iterrows()) + ".\n"
     for key, rows in _groups(tables["factorial"]):
         for name, frame in (("accuracy", rows[(rows["metric"] == "accuracy") & (rows["benchmark"] == AVERAGE)]),
                             ("training-reward AUC", rows[rows["metric"] == "reward_auc"])):
-            if not frame.empty:
+            for family, members in frame.groupby("family", sort=False):
                 effects = "; ".join(f"{row.effect} {_interval(row.estimate, row.estimate_low, row.estimate_high, True)}"
-                                    f" **{row.verdict}**" for row in frame.itertuples())
-                texts[key] = texts.get(key, "") + f"- 2 × 2 effects on {name} (Holm over the three): {effects}.\n"
+                                    f" **{row.verdict}**" for row in members.itertuples())
+                texts[key] = texts.get(key, "") + (f"- 2 × 2 on {name}, {family} family (Holm over "
+                                                   f"{len(members)}): {effects}.\n")
     return _titled(list(texts.items())) if texts else "No comparison yet.\n"
 
 
@@ -235,7 +259,7 @@ def _comparison(config: dict, tables: dict, options: dict) -> str:
     paired = paired[(paired["dataset"] != ALL_DATASETS) & (paired["benchmark"] == AVERAGE)]
     paired = paired.set_index(["model", "dataset", "method"])
     speed = speed.set_index(["model", "dataset", "variant"])
-    header = ["line", "label", "accuracy [95% CI]", f"− {shown} [95% CI]", "Holm p", "MDE", "verdict",
+    header = ["line", "label", "accuracy [95% CI]", f"− {shown} [95% CI]", "Holm p", "MDE at α/m", "verdict",
               "training-reward AUC", f"− {shown} [95% CI]", "Holm p", "verdict"]
     parts = []
     for (model, dataset), rows in _groups(by_variant.reset_index()):
@@ -250,8 +274,10 @@ def _comparison(config: dict, tables: dict, options: dict) -> str:
             if gap is None:
                 cells += ["—", "—", "—", "baseline" if row.variant == baseline else "–"]
             else:
+                shown_verdict = ("in the 2 × 2's primary family" if gap["role"] == "factorial"
+                                 else f"{gap['verdict']} (check)" if gap["role"] == CHECK else gap["verdict"] or "–")
                 cells += [_interval(gap["diff"], gap["diff_low"], gap["diff_high"], True), _p(gap["p_holm"]),
-                          _level(gap["mde"]), gap["verdict"] or "–"]
+                          _level(gap["mde"]), shown_verdict]
             if auc is None:
                 cells += ["–", "–", "–", "–"]
             else:
@@ -269,24 +295,59 @@ def _comparison(config: dict, tables: dict, options: dict) -> str:
 def _factorial(factorial: pd.DataFrame, options: dict) -> str:
     if factorial.empty:
         return "No 2 × 2 design (report.factorial) in this run.\n"
-    header = ["effect", "what it contrasts", "accuracy [95% CI]", "Holm p", "MDE", "verdict",
-              "training-reward AUC [95% CI]", "Holm p", "MDE", "verdict"]
+    margins = options["equivalence_margin"]
+    tost = {metric: f"TOST Holm p (±{margins[metric]:g})" if metric in margins else "TOST" for metric in
+            ("accuracy", "reward_auc")}
+    header = ["effect", "family (Holm)", "accuracy [95% CI]", "Holm p", tost["accuracy"], "MDE at α/m", "verdict",
+              "training-reward AUC [95% CI]", "Holm p", tost["reward_auc"], "verdict"]
     parts = []
     for key, rows in _groups(factorial):
         accuracy = rows[(rows["metric"] == "accuracy") & (rows["benchmark"] == AVERAGE)].set_index("effect")
         auc = rows[rows["metric"] == "reward_auc"].set_index("effect")
         lines = []
-        for effect in dict.fromkeys(rows["effect"]):
-            cells = [effect, rows[rows["effect"] == effect]["contrast"].iloc[0]]
-            for frame in (accuracy, auc):
+        for effect in dict.fromkeys(accuracy.index.tolist() + auc.index.tolist()):
+            family = accuracy.loc[effect, "family"] if effect in accuracy.index else "–"
+            sizes = accuracy.groupby("family")["p"].count() if not accuracy.empty else {}
+            cells = [effect, f"{family} ({sizes[family]})" if family in sizes else family]
+            for frame, columns in ((accuracy, ("p_holm", "p_equivalence_holm", "mde")),
+                                   (auc, ("p_holm", "p_equivalence_holm"))):
                 if effect in frame.index:
                     r = frame.loc[effect]
-                    cells += [_interval(r["estimate"], r["estimate_low"], r["estimate_high"], True), _p(r["p_holm"]),
-                              _level(r["mde"]), r["verdict"] or "–"]
+                    cells += [_interval(r["estimate"], r["estimate_low"], r["estimate_high"], True),
+                              *[(_level(r[c]) if c == "mde" else _p(r[c])) for c in columns], r["verdict"] or "–"]
                 else:
-                    cells += ["–"] * 4
+                    cells += ["–"] * (len(columns) + 2)
             lines.append(cells)
         parts.append((key, _table(header, lines)))
+    return _titled(parts)
+
+
+def _primary(config: dict, tables: dict, options: dict) -> str:
+    """The study's primary family (report.primary; the endpoint: the mean accuracy), one line per
+    comparison with its Holm p (m: the family's size) and TOST, then the per-suite rows of the same
+    comparisons that their own exploratory family resolves (ahead or behind)."""
+    factorial = options["primary"] == "factorial"
+    source = tables["factorial"] if factorial else tables["paired"]
+    if source.empty:
+        return "No comparison yet.\n"
+    name, estimate = ("effect", "estimate") if factorial else ("label", "diff")
+    margin = options["equivalence_margin"].get("accuracy")
+    parts = []
+    for key, rows in _groups(source):
+        primary = rows[rows["family"] == PRIMARY]
+        lines = []
+        for _, row in primary.iterrows():
+            tost = f", TOST (±{margin:g}) Holm p {_p(row['p_equivalence_holm'])}" if margin else ""
+            lines.append(f"- {row[name]}: {_interval(row[estimate], row[f'{estimate}_low'], row[f'{estimate}_high'], True)}"
+                         f", Holm p {_p(row['p_holm'])} (of {len(primary)}){tost}: **{row['verdict'] or '–'}**")
+        family = rows[rows["family"] == "per-suite accuracy"]
+        chosen = family[family["verdict"].isin([AHEAD, BEHIND])
+                        & (family["kind"] == "simple" if factorial else family[name].isin(primary[name]))]
+        if not family.empty:
+            named = "; ".join(f"{row['benchmark']}: {row[name]} {_signed(row[estimate])} **{row['verdict']}**"
+                              for _, row in chosen.iterrows()) or "none ahead or behind"
+            lines.append(f"- Per suite (exploratory, Holm over {len(family)}): {named}.")
+        parts.append((key, "\n".join(lines) + "\n"))
     return _titled(parts)
 
 

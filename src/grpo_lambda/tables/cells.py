@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import sft_folder
-from grpo_lambda.stats import NO_INTERVAL, Interval, Term, linear_interval
+from grpo_lambda.stats import NO_INTERVAL, Interval, Term, linear_interval, proportion_interval
 from grpo_lambda.tables.collect import sampled_per_problem
 from grpo_lambda.tables.keys import AVERAGE, FINAL, KEYS, SFT
 
@@ -87,7 +87,16 @@ class Cells:
         return terms
 
     def interval(self, terms: list[Term] | None) -> Interval:
+        """The interval of a linear statistic of the terms (a difference, an effect): the t interval."""
         return linear_interval(terms, self.level) if terms else NO_INTERVAL
+
+    def level_interval(self, terms: list[Term] | None) -> Interval:
+        """The interval of an accuracy itself (terms of positive weights summing to 1), kept inside [0, 1]
+        by the Wilson form at the cluster variance's effective size (grpo_lambda.stats.proportion_interval)."""
+        if not terms:
+            return NO_INTERVAL
+        observations = int(sum((~np.isnan(t.correct)).sum() for t in terms))
+        return proportion_interval(linear_interval(terms, self.level), observations, self.level)
 
 
 def scaled(terms: list[Term], factor: float) -> list[Term]:

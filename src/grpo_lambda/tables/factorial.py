@@ -1,17 +1,30 @@
-"""The ``factorial`` table: the main effects and the interaction of a 2 × 2 design (``report.factorial``),
-such as the −0.1 clamp of negative advantages × the eligibility trace.
+"""The ``factorial`` table: the simple effects, main effects and interaction of a 2 × 2 design
+(``report.factorial``), such as the −0.1 clamp of negative advantages × the eligibility trace.
 
 With factors A and B and the variant of each cell (a, b) ∈ {off, on}²:
 
-    main effect of A   ½ [(on, off) − (off, off)] + ½ [(on, on) − (off, on)]   (A on − off, mean over B)
+    A with B off       (on, off) − (off, off)                                  (a simple effect)
+    A with B on        (on, on) − (off, on)
+    B with A off, B with A on   the same with the roles swapped
+    main effect of A   ½ (A with B off) + ½ (A with B on)                      (A on − off, mean over B)
     main effect of B   the same with the roles swapped
-    interaction        (on, on) − (on, off) − (off, on) + (off, off)          (how much B changes A's effect)
+    interaction        (A with B on) − (A with B off)                          (how much B changes A's effect)
 
 each for the accuracy (``report.metric``; every benchmark and their average) and the training-reward
 AUC (the mean reward over the run, grpo_lambda.tables.learning_speed), paired by seed (the four
 variants of a seed start from one SFT model) and, for accuracy, by problem; with its interval,
-p-values, minimum detectable effect and verdict (grpo_lambda.tables.verdicts; Holm's family: the three
-effects of one metric; ``ahead`` means a positive effect).
+p-values, minimum detectable effect and verdict (grpo_lambda.tables.verdicts; ``ahead`` means a
+positive effect). The simple effects are what the design asks when the factors may interact (a main
+effect averages an effect that may differ between the other factor's levels), so they are the rows a
+claim about one factor rests on.
+
+Families (Holm): on the mean accuracy, the four simple effects are the study's primary family when
+``report.primary`` is ``factorial`` (else an exploratory family of their own); the two main effects
+are a family (they are averages of the simple effects, so counting them with those would test one
+question twice); the interaction is a family of one, since it asks another question (whether the
+effects differ), and Holm over it with the effects would spend the effects' α on it. Per-suite rows
+are one exploratory family per model × training set; the training-reward AUC's simple effects, main
+effects and interaction are three more, as on accuracy.
 """
 
 from __future__ import annotations
@@ -20,28 +33,49 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.stats import t_interval
+from grpo_lambda.stats import seed_interval
 from grpo_lambda.tables.cells import Cells, interval_columns, scaled, targets
-from grpo_lambda.tables.keys import FINAL
+from grpo_lambda.tables.keys import AVERAGE, FINAL
 from grpo_lambda.tables.learning_speed import run_statistics
 from grpo_lambda.tables.paired import seed_count
-from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns
+from grpo_lambda.tables.verdicts import EXPLORATORY, PRIMARY, add_verdicts, comparison_columns, per_seed_text
 
-COLUMNS = ["model", "dataset", "metric", "benchmark", "effect", "contrast", "estimate", "estimate_low",
-           "estimate_high", "seeds", "df", "p", "p_holm", "p_equivalence", "p_equivalence_holm", "mde", "verdict"]
-FAMILY = ["model", "dataset", "metric", "benchmark"]  # the three effects of one metric
+COLUMNS = ["model", "dataset", "metric", "benchmark", "effect", "kind", "contrast", "estimate", "estimate_low",
+           "estimate_high", "seeds", "per_seed", "role", "family", "se", "df", "p", "p_floor", "p_holm",
+           "p_equivalence", "p_equivalence_holm", "mde", "verdict"]
+FAMILY = ["model", "dataset", "family"]
 REWARD_AUC = "reward_auc"
+SIMPLE, MAIN, INTERACTION = "simple", "main", "interaction"
 
 
-def contrasts(design: dict) -> list[tuple[str, str, dict[str, float]]]:
-    """(effect, what it contrasts, {variant: weight}) for the two main effects and the interaction."""
+def contrasts(design: dict) -> list[tuple[str, str, str, dict[str, float]]]:
+    """(effect, kind, what it contrasts, {variant: weight}) for the four simple effects, the two main
+    effects and the interaction."""
     a, b = design["factors"]
     cell = design["cells"]
+    out = []
+    for factor, other, at in ((a, b, lambda x, y: (x, y)), (b, a, lambda x, y: (y, x))):
+        for level in (False, True):
+            out.append((f"{factor} with {other} {'on' if level else 'off'}", SIMPLE,
+                        f"{factor} on − off, {other} {'on' if level else 'off'}",
+                        {cell[at(True, level)]: 1.0, cell[at(False, level)]: -1.0}))
     main_a = {cell[(True, False)]: 0.5, cell[(True, True)]: 0.5, cell[(False, False)]: -0.5, cell[(False, True)]: -0.5}
     main_b = {cell[(False, True)]: 0.5, cell[(True, True)]: 0.5, cell[(False, False)]: -0.5, cell[(True, False)]: -0.5}
     both = {cell[(True, True)]: 1.0, cell[(True, False)]: -1.0, cell[(False, True)]: -1.0, cell[(False, False)]: 1.0}
-    return [(a, f"{a} on − off, mean over {b}", main_a), (b, f"{b} on − off, mean over {a}", main_b),
-            (f"{a} × {b}", f"{a}'s effect with {b} on − with {b} off", both)]
+    return out + [(a, MAIN, f"{a} on − off, mean over {b}", main_a), (b, MAIN, f"{b} on − off, mean over {a}", main_b),
+                  (f"{a} × {b}", INTERACTION, f"{a}'s effect with {b} on − with {b} off", both)]
+
+
+def family_of(metric: str, benchmark: str, kind: str, primary: str) -> tuple[str, str]:
+    """(role, family) of one effect (the module docstring)."""
+    if metric == REWARD_AUC:
+        return EXPLORATORY, {SIMPLE: "reward AUC simple effects", MAIN: "reward AUC main effects",
+                             INTERACTION: "reward AUC interaction"}[kind]
+    if benchmark != AVERAGE:
+        return EXPLORATORY, "per-suite accuracy"
+    if kind == SIMPLE:
+        return (PRIMARY, PRIMARY) if primary == "factorial" else (EXPLORATORY, "simple effects")
+    return EXPLORATORY, {MAIN: "main effects", INTERACTION: "interaction"}[kind]
 
 
 def factorial_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict) -> pd.DataFrame:
@@ -58,26 +92,31 @@ def factorial_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dic
             continue
         for dataset in model_datasets(config, model):
             for target, members in targets(config["benchmarks"]):
-                for effect, contrast, weights in effects:
+                for effect, kind, contrast, weights in effects:
                     parts = [cells.terms(model, dataset, v, FINAL, members) for v in weights]
                     if not all(parts):
                         continue
                     terms = [t for part, w in zip(parts, weights.values()) for t in scaled(part, w)]
                     interval = cells.interval(terms)
+                    role, family = family_of("accuracy", target, kind, options["primary"])
                     rows.append({"model": model, "dataset": dataset, "metric": "accuracy", "benchmark": target,
-                                 "effect": effect, "contrast": contrast, **interval_columns("estimate", interval),
-                                 "seeds": seed_count(*parts),
+                                 "effect": effect, "kind": kind, "contrast": contrast,
+                                 **interval_columns("estimate", interval), "seeds": seed_count(*parts),
+                                 "per_seed": "", "role": role, "family": family,
                                  **comparison_columns(interval, level, margins.get("accuracy"))})
             per_variant = speed.get((model, dataset), (None, {}))[1]
             if not set(design["cells"].values()) <= set(per_variant):
                 continue
             shared = sorted(set.intersection(*(set(per_variant[v][0]) for v in design["cells"].values())))
-            for effect, contrast, weights in effects:
+            for effect, kind, contrast, weights in effects:
                 per_seed = sum(w * _auc_of(per_variant[v], shared) for v, w in weights.items())
-                interval = t_interval(per_seed, level)
+                interval = seed_interval(per_seed, level, shared)
+                role, family = family_of(REWARD_AUC, "", kind, options["primary"])
                 rows.append({"model": model, "dataset": dataset, "metric": REWARD_AUC, "benchmark": "",
-                             "effect": effect, "contrast": contrast, **interval_columns("estimate", interval),
-                             "seeds": len(shared), **comparison_columns(interval, level, margins.get(REWARD_AUC))})
+                             "effect": effect, "kind": kind, "contrast": contrast,
+                             **interval_columns("estimate", interval), "seeds": len(shared),
+                             "per_seed": per_seed_text(interval), "role": role, "family": family,
+                             **comparison_columns(interval, level, margins.get(REWARD_AUC))})
     return add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "estimate", FAMILY, level)
 
 

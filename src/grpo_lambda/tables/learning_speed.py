@@ -15,12 +15,15 @@ curve (``reward`` in ``train_log.csv``, the mean reward of the step's sampled co
   improvement". A seed that never reaches it counts as ``max_steps + 1`` (the mean is then a lower
   bound; ``reached`` says how many seeds did).
 
-Each statistic is a mean over seeds with its t interval (x̄ ± t_{n−1}·s/√n, grpo_lambda.stats). The
-comparison with the baseline is paired by seed: a variant and the baseline with the same seed start
-from the same SFT model and see the same prompts in the same order, so the gap is the t interval of the
-per-seed differences over the seeds both have, with its p-values, minimum detectable effect and
-verdict (grpo_lambda.tables.verdicts; the family: every variant against the baseline on one
-statistic of one model and training set; fewer steps is ``ahead``).
+Each statistic is a mean over seeds with its t interval (x̄ ± t_{n−1}·s/√n; approximate where seeds are
+skewed: the per-seed values are beside it). The comparison with the baseline is
+paired by seed: a variant and the baseline with the same seed start from the same SFT model and see the
+same prompts in the same order, so the gap is the interval of the per-seed differences over the seeds
+both have (matched by seed, never by position) by the seed-level procedure
+(grpo_lambda.stats.seed_interval: the exact sign-flip test inverted; no interval below 6 seeds), with its p-values, minimum detectable effect and
+verdict (grpo_lambda.tables.verdicts). Both statistics are exploratory: the AUC gaps of one model and
+training set are one family, the steps another (fewer steps is ``ahead``), a check line
+(``report.checks``) a family of its own. The per-seed values are in the ``*_per_seed`` columns.
 """
 
 from __future__ import annotations
@@ -29,20 +32,20 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.stats import Interval, smooth, smoothing_weight, t_interval
+from grpo_lambda.stats import Interval, seed_interval, smooth, smoothing_weight, t_interval
 from grpo_lambda.tables.cells import interval_columns
 from grpo_lambda.tables.labels import method_variants, objective, variant_label
-from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns
+from grpo_lambda.tables.verdicts import CHECK, EXPLORATORY, add_verdicts, comparison_columns, per_seed_text
 
 THRESHOLD_FRACTION = 0.5
 COLUMNS = ["model", "dataset", "method", "variant", "label", "objective", "seeds", "steps", "threshold",
            "auc", "auc_low", "auc_high", "auc_vs_baseline", "auc_vs_baseline_low", "auc_vs_baseline_high",
            "auc_distinguishable", "steps_to_threshold", "steps_to_threshold_low", "steps_to_threshold_high",
            "reached", "steps_vs_baseline", "steps_vs_baseline_low", "steps_vs_baseline_high",
-           "steps_distinguishable", "auc_df", "auc_p", "auc_p_holm", "auc_p_equivalence", "auc_p_equivalence_holm",
-           "auc_mde", "auc_verdict", "steps_df", "steps_p", "steps_p_holm", "steps_p_equivalence",
-           "steps_p_equivalence_holm", "steps_mde", "steps_verdict"]
-FAMILY = ["model", "dataset"]  # with the statistic: every variant against the baseline
+           "steps_distinguishable", "auc_per_seed", "auc_vs_baseline_per_seed", "role", "auc_family",
+           "auc_se", "auc_df", "auc_p", "auc_p_floor", "auc_p_holm", "auc_p_equivalence", "auc_p_equivalence_holm",
+           "auc_mde", "auc_verdict", "steps_family", "steps_se", "steps_df", "steps_p", "steps_p_floor", "steps_p_holm",
+           "steps_p_equivalence", "steps_p_equivalence_holm", "steps_mde", "steps_verdict"]
 
 
 def reward_matrix(runs: pd.DataFrame) -> tuple[list[int], np.ndarray]:
@@ -117,6 +120,8 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
                    "variant": variant, "label": variant_label(config, variant),
                    "objective": objective(config, variant), "seeds": len(seeds),
                    "steps": last, "threshold": goal,
+                   # a variant's own level: the t interval, approximate for skewed seeds (its values are in
+                   # auc_per_seed); the comparisons below use the seed-level procedure
                    **interval_columns("auc", t_interval(auc, level)),
                    **interval_columns("steps_to_threshold", t_interval(first, level)),
                    "reached": f"{int(np.sum(first <= last))}/{len(seeds)}"}
@@ -127,11 +132,19 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
             row["auc_distinguishable"] = auc_gap.excludes(0.0) if auc_gap else np.nan
             row.update(interval_columns("steps_vs_baseline", steps_gap))
             row["steps_distinguishable"] = steps_gap.excludes(0.0) if steps_gap else np.nan
+            row["auc_per_seed"] = " ".join(f"{s}:{v:.6g}" for s, v in zip(seeds, auc))
+            row["auc_vs_baseline_per_seed"] = per_seed_text(auc_gap)
+            check = variant in options["checks"]
+            row["role"] = CHECK if check else EXPLORATORY
+            row["auc_family"] = "" if auc_gap is None else f"check: {variant}" if check else "reward AUC"
+            row["steps_family"] = "" if steps_gap is None else f"check: {variant}" if check else "steps to threshold"
             row.update(comparison_columns(auc_gap, level, margin, prefix="auc_"))
             row.update(comparison_columns(steps_gap, level, None, prefix="steps_"))
             rows.append(row)
-    frame = add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "auc_vs_baseline", FAMILY, level, prefix="auc_")
-    return add_verdicts(frame, "steps_vs_baseline", FAMILY, level, prefix="steps_", lower_is_better=True)
+    frame = add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "auc_vs_baseline", ["model", "dataset", "auc_family"],
+                         level, prefix="auc_")
+    return add_verdicts(frame, "steps_vs_baseline", ["model", "dataset", "steps_family"], level, prefix="steps_",
+                        lower_is_better=True)
 
 
 def paired_gaps(seeds: list[int], values: tuple[np.ndarray, ...], base: tuple, level: float) -> list[Interval | None]:
@@ -142,4 +155,4 @@ def paired_gaps(seeds: list[int], values: tuple[np.ndarray, ...], base: tuple, l
     if not shared:
         return [None] * len(values)
     mine, theirs = [seeds.index(s) for s in shared], [base_seeds.index(s) for s in shared]
-    return [t_interval(own[mine] - other[theirs], level) for own, other in zip(values, base_values)]
+    return [seed_interval(own[mine] - other[theirs], level, shared) for own, other in zip(values, base_values)]

@@ -37,7 +37,7 @@ def results_table(summary: pd.DataFrame, cells: Cells, config: dict,
                 continue
             terms = cells.terms(model, dataset, variant, FINAL, members, seed=seed_key)
             sft_terms = cells.terms(model, dataset, SFT, FINAL, members)
-            accuracy = cells.interval(terms)
+            accuracy = cells.level_interval(terms)
             sft = estimate(sft_terms)
             part = by_bench.loc[members]
             rows.append({"model": model, "dataset": dataset, "variant": variant, "seed": seed,
@@ -70,7 +70,7 @@ def _sampled_intervals(sampled: dict[str, Cells], model, dataset, variant, membe
     out = {}
     for metric, metric_cells in sampled.items():
         terms = metric_cells.terms(model, dataset, variant, FINAL, members, seed=seed)
-        out.update(interval_columns(SAMPLED_COLUMNS[metric], metric_cells.interval(terms)))
+        out.update(interval_columns(SAMPLED_COLUMNS[metric], metric_cells.level_interval(terms)))
     return out
 
 
@@ -85,8 +85,8 @@ _RESULTS_COLUMNS = ["model", "dataset", "variant", "seed", "label", "objective",
                     "accuracy", "accuracy_low", "accuracy_high", "formatted", "mean_length", "sft_accuracy", "gain"]
 _BY_VARIANT_COLUMNS = ["model", "dataset", "variant", "label", "objective", "form", "benchmark", "n_seeds",
                        "accuracy", "accuracy_low", "accuracy_high", "formatted", "mean_length", "sft_accuracy",
-                       "gain", "gain_low", "gain_high", "gain_distinguishable", "gain_df", "gain_p", "gain_p_holm",
-                       "gain_p_equivalence", "gain_p_equivalence_holm", "gain_mde", "gain_verdict"]
+                       "gain", "gain_low", "gain_high", "gain_distinguishable", "gain_se", "gain_df", "gain_p", "gain_p_floor",
+                       "gain_p_holm", "gain_p_equivalence", "gain_p_equivalence_holm", "gain_mde", "gain_verdict"]
 # Holm's family of the gains over SFT: every variant on one metric of one model and training set.
 GAIN_FAMILY = ["model", "dataset", "benchmark"]
 
@@ -112,7 +112,7 @@ def results_by_variant(summary: pd.DataFrame, cells: Cells, config: dict, option
             rows.append({"model": model, "dataset": dataset, "variant": variant,
                          **_variant_columns(config, variant), "benchmark": target,
                          "n_seeds": len(cells.seeds(model, dataset, variant)),
-                         **interval_columns("accuracy", cells.interval(terms)),
+                         **interval_columns("accuracy", cells.level_interval(terms)),
                          "formatted": part["formatted"].mean(), "mean_length": part["mean_length"].mean(),
                          "sft_accuracy": estimate(sft_terms),
                          **interval_columns("gain", gain),
@@ -138,7 +138,7 @@ def checkpoints_table(summary: pd.DataFrame, cells: Cells, config: dict) -> pd.D
                          "label": variant_label(config, variant), "step": step, "step_num": step_num,
                          "benchmark": target,
                          "n_seeds": len(cells.seeds(model, dataset, variant, step)),
-                         **interval_columns("accuracy", cells.interval(terms))})
+                         **interval_columns("accuracy", cells.level_interval(terms))})
     columns = ["model", "dataset", "variant", "label", "step", "step_num", "benchmark", "n_seeds",
                "accuracy", "accuracy_low", "accuracy_high"]
     frame = pd.DataFrame(rows, columns=columns)

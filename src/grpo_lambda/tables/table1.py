@@ -41,7 +41,7 @@ def table1(cells: Cells, config: dict, options: dict) -> pd.DataFrame:
             used: list[str] = []
             for target, members in [(AVERAGE, benchmarks)] + [(b, [b]) for b in benchmarks]:
                 terms, present = method_terms(cells, model, variants, members, datasets)
-                row.update(interval_columns(target, cells.interval(terms) if terms else None))
+                row.update(interval_columns(target, cells.level_interval(terms) if terms else None))
                 if target == AVERAGE:
                     used = present
             row["datasets"] = " ".join(used)
