@@ -52,7 +52,8 @@ class GRPOLambdaConfig(GRPOConfig):
         metadata={"help": "The absolute form's n. A number: a constant of the run, so that a token's weights do not "
                   "depend on its batch. None: max_completion_length, rounded up to pad_to_multiple_of. "
                   "'batch_max': the longest completion of each batch (the released code's default, "
-                  "use_batch_max_for_trace, under TRL's padding)."},
+                  "use_batch_max_for_trace, under TRL's padding). 'per_sequence': each completion's own "
+                  "length (use_batch_max_for_trace: false)."},
     )
     advantage_clamp: float | str | None = field(
         default="auto",

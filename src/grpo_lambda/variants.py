@@ -38,6 +38,8 @@ OAR_METHODS = ("gradient", "perturbation")
 # The absolute trace form's n when it is not a number: the longest completion of the batch the loss sees
 # (the released code's use_batch_max_for_trace, under TRL's padding). Set as rl.trl.trace_length.
 BATCH_MAX = "batch_max"
+# ... or each completion's own length (the released code's use_batch_max_for_trace: false).
+PER_SEQUENCE = "per_sequence"
 
 _DECAYED = ("grpo_lambda", *HISTORY_OBJECTIVES)  # the objectives with a decay λ (and γ)
 
@@ -262,8 +264,9 @@ def swept_variants(config: dict) -> dict[str, tuple[str, dict]]:
 
 
 def check_trace_length(length) -> None:
-    """A trace length is a positive int, "batch_max" or None; ValueError otherwise."""
-    if length is None or length == BATCH_MAX:
+    """A trace length is a positive int, "batch_max", "per_sequence" or None; ValueError otherwise."""
+    if length is None or length in (BATCH_MAX, PER_SEQUENCE):
         return
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-        raise ValueError(f"trace_length must be a positive int, {BATCH_MAX!r} or None, got {length!r}")
+        raise ValueError(f"trace_length must be a positive int, {BATCH_MAX!r}, {PER_SEQUENCE!r} or None, "
+                         f"got {length!r}")
