@@ -9,9 +9,9 @@ A name with ``{model}`` stands for one table (or figure) per model of the config
 from __future__ import annotations
 
 TABLES = ("results", "results_by_variant", "checkpoints", "table1", "learning_speed", "final_reward",
-          "training_gain", "training_curves", "table1_published", "appendix_e_{model}", "appendix_e_published",
+          "figure3_reward", "training_gain", "dataset_gain", "training_curves", "table1_published", "appendix_e_{model}", "appendix_e_published",
           "paired", "completions", "provenance", "missing", "factorial", "diagnostics")
-FIGURES = ("figure1", "figure2", "figure3", "figure4", "reward_curves", "learning_speed", "kl",
+FIGURES = ("figure1", "figure2", "figure3", "appendix_d", "figure4", "reward_curves", "learning_speed", "kl",
            "appendix_c_{model}", "eval_length", "checkpoints_{model}")
 
 TABLE_FORMATS = ("csv", "md", "tex")
