@@ -404,8 +404,9 @@ def test_figure2_draws_trace_matrix_for_every_style_and_form():
     options = report_options(config)
     lam, n, tokens = figures.trace_settings(config, options)
     assert (lam, n, tokens) == (0.99, 40, 40)  # the largest λ of the model's GRPO-λ variants; n the run's
-    config["rl"]["trl"] = {"trace_length": "batch_max"}  # no fixed n: the figure draws its bound
-    assert figures.trace_settings(config, options)[1:] == (40, 40)
+    for unfixed in ("batch_max", "per_sequence"):  # no fixed n: the figure draws its bound
+        config["rl"]["trl"] = {"trace_length": unfixed}
+        assert figures.trace_settings(config, options)[1:] == (40, 40)
     config["rl"]["trl"] = {"trace_length": 300}
     lam, n, tokens = figures.trace_settings(config, options)
     assert (n, tokens) == (300, figures.FIGURE2_TOKENS)

@@ -72,7 +72,7 @@ from grpo_lambda.tables.labels import method_label, objective, variant_label, va
 from grpo_lambda.tables.names import expand, FIGURE_FORMATS, FIGURES  # noqa: E402
 from grpo_lambda.tables.options import report_options  # noqa: E402
 from grpo_lambda.traces import STYLES, trace_matrix  # noqa: E402
-from grpo_lambda.variants import BATCH_MAX  # noqa: E402
+from grpo_lambda.variants import BATCH_MAX, PER_SEQUENCE  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.container import BarContainer  # noqa: E402
 
@@ -254,7 +254,7 @@ def trace_settings(config: dict, options: dict) -> tuple[float, int, int]:
             if objective(config, v) == "grpo_lambda" and 0 < variant_spec(config, v)["lam"] < 1]
     rl = rl_settings(config, model)
     trace_length = rl["trl"].get("trace_length")
-    if trace_length is None or trace_length == BATCH_MAX:
+    if trace_length is None or trace_length in (BATCH_MAX, PER_SEQUENCE):  # no fixed n: its bound
         trace_length = rl.get("max_completion_length", TRL_MAX_COMPLETION_LENGTH)
     n = int(trace_length)
     return (max(lams) if lams else FIGURE2_LAM), n, min(FIGURE2_TOKENS, n)
