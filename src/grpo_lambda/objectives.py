@@ -57,7 +57,7 @@ from grpo_lambda.traces import FORMS, STYLES, apply_trace
 from grpo_lambda.variants import (  # torch-free, for the config's checks
     BATCH_MAX, HISTORY_OBJECTIVES, OBJECTIVES, PER_SEQUENCE, check_trace_length)
 
-UPDATES = ("trace", "weight")
+UPDATES = ("trace", "weight", "position")
 # S-trace's readings of "masking low-entropy tokens": they lend nothing, or they carry no trace at all.
 STRACE_MODES = ("lend", "exclude")
 # Which tokens lend their ratio to a token's P-trace / S-trace ratio.
@@ -74,6 +74,8 @@ class ObjectiveParams:
     lam, gamma            trace decay κ = γλ (grpo_lambda, ptrace, strace)
     style, form, eps      trace matrix shape and floor ε (see grpo_lambda.traces)
     update                "trace": the traced ratio inside the clip | "weight": per-token loss × trace
+                          of 1 + σ(log π − 1) (Algorithm 2) | "position": per-token loss × the trace of 1
+                          (§3.2: a weight per position, computed once, no log-probs)
     advantage_clamp       advantages below it are raised to it (paper: −0.1); None: no clamp
     beta                  KL coefficient (k3 estimator to the reference policy)
     kl_ratio_correction   multiply the KL by the token ratio π_θ/π_old (TRL's use_bias_correction_kl)
@@ -250,6 +252,10 @@ def _traced_ratio(logps, log_ratio, mask, params, trace_mask):
         with torch.no_grad():
             row_sums = trace(torch.ones_like(mask, dtype=torch.float32), mask, params)
         return log_coef, None, row_sums.to(logps.dtype)
+    if params.update == "position":  # §3.2's reading: w_t = Σ_l (γλ)^l, a weight per position, no log-probs
+        with torch.no_grad():
+            factor = trace(torch.ones_like(mask, dtype=_wide(logps.dtype)), mask, params)  # kept in ≥ float32
+        return log_ratio, factor, factor
     # weight: gradient flows through the factor, as in the authors' code
     factor = trace(1 + torch.sigmoid(logps - 1), mask, params)
     return log_ratio, factor, factor
