@@ -140,7 +140,7 @@ def test_the_grid_plans_under_each_overlay_with_its_settings(overlay):
 # planned train job carries, a setting every planned evaluate job carries).
 OWN_CONFIGS = {
     ("config/strace-paper.yaml",): (12, '"strace_quantile": 0.8', '"samples": 16'),
-    ("config/oar-paper.yaml",): (3, '"loss_type": "grpo"', '"max_new_tokens": 3000'),
+    ("config/oar-paper.yaml",): (3, '"loss_type": "grpo"', '"max_new_tokens": 3000'),  # and oar_pfinal below
     ("config/paper.yaml", "config/sft/think-answer.yaml", "config/sft/no-sft.yaml"): (
         92, '{"name": "think_format", "weight": 1.0}', '"max_new_tokens": 3000'),
 }
@@ -161,6 +161,8 @@ def test_the_seeds_papers_and_the_no_sft_run_plan_with_their_settings(configs):
         assert len(trained) == 3
     assert all(train_needle in line for line in trained), trained[:1]
     assert evaluated and all(evaluate_needle in line for line in evaluated), evaluated[:1]
+    if configs[0] == "config/oar-paper.yaml":  # the authors' P_final on both OAR cells
+        assert sum('"oar_pfinal": "reference"' in line for line in trained) == 2
     if configs[-1] == "config/sft/no-sft.yaml":
         sft = [line for line in lines if "grpo-lambda sft --settings" in line]
         assert sft and all('"num_train_epochs": 0' in line for line in sft)

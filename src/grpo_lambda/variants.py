@@ -35,6 +35,8 @@ OBJECTIVES = {
 # The objectives whose ratio is the credit-weighted geometric mean of the ratios in its scope (P-trace, S-trace).
 HISTORY_OBJECTIVES = ("ptrace", "strace")
 OAR_METHODS = ("gradient", "perturbation")
+# Whose answer OAR's P_final scores: the completion's own (the paper's wording) or the reference (its authors' code).
+OAR_PFINAL = ("own_answer", "reference")
 # The absolute trace form's n when it is not a number: the longest completion of the batch the loss sees
 # (the released code's use_batch_max_for_trace, under TRL's padding). Set as rl.trl.trace_length.
 BATCH_MAX = "batch_max"
@@ -61,9 +63,11 @@ OBJECTIVE_KEYS = {
     "oar_boost": ("oar_boost", None),
     "oar_sigma": ("oar_sigma", None),
     "oar_answer_tokens": ("oar_answer_tokens", None),
+    "oar_pfinal": ("oar_pfinal", None),
+    "oar_conclude": ("oar_conclude", None),
 }
 # The OAR keys that mean something only with an oar_method.
-OAR_PARAMETER_KEYS = ("oar_quantile", "oar_boost", "oar_sigma", "oar_answer_tokens")
+OAR_PARAMETER_KEYS = ("oar_quantile", "oar_boost", "oar_sigma", "oar_answer_tokens", "oar_pfinal", "oar_conclude")
 # Keys that name or label a variant and configure nothing of their own.
 DISPLAY_KEYS = ("objective", "label")
 # TRL GRPOConfig fields a variant may set (they define the algorithm, not the run); passed as they are.
