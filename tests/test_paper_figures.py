@@ -151,3 +151,41 @@ def test_section_4_3s_0_0552_is_the_published_gain_over_the_four_models():
     gain = dataset_gain_table(table, published, config, report_options(config)).set_index("dataset")
     assert gain.loc["rl16", "published_gain"] == pytest.approx(0.0552, abs=1e-4)  # 0.05525
     assert gain.loc["rl16", "published_models"] == 4 and gain.loc["rl16", "gain"] == 0
+
+
+# -- on the synthetic results tree (tests/results_tree.py): the tables the aggregate stage writes ----------
+
+
+def test_dataset_gain_and_figure3_reward_on_the_synthetic_tree(tree):
+    """dataset_gain: per training set, the mean over the models that train on it of (rt99 − grpo) average
+    accuracy, the average being the mean over the five benchmarks of the mean over seeds; figure3_reward: each
+    run's mean reward over its last report.figure3_window steps, final_reward over final_window."""
+    import numpy as np
+    from results_tree import BENCHMARKS, DATASETS, EFFECT, MAX_STEPS, mean_over_seeds
+
+    from grpo_lambda.tables.build import build_tables
+
+    root, config = tree
+    config = {**config, "report": {**config["report"], "figure3_window": 4, "final_window": 9}}
+    tables = build_tables(config, root)
+    gain = tables["dataset_gain"].set_index("dataset")
+
+    def average(model, dataset, variant):
+        return np.mean([mean_over_seeds(model, dataset, variant, b) for b in BENCHMARKS])
+
+    for dataset in DATASETS:
+        models = [m for m in config["models"] if dataset in config["models"][m].get("datasets", DATASETS)]
+        expected = np.mean([average(m, dataset, "rt99") - average(m, dataset, "grpo") for m in models])
+        assert gain.loc[dataset, "models"] == len(models)
+        assert gain.loc[dataset, "gain"] == pytest.approx(expected, abs=1e-12)
+    assert gain.loc["math12k", "models"] == 2 and gain.loc["gsm8k", "models"] == 1
+
+    def last(window, variant, seed):
+        steps = np.arange(MAX_STEPS - window + 1, MAX_STEPS + 1)
+        return float(np.mean(0.2 + EFFECT[variant] + 0.01 * seed + 0.3 * (1 - np.exp(-steps / 10))))
+
+    for name, window in (("figure3_reward", 4), ("final_reward", 9)):
+        table = tables[name]
+        row = table[(table["model"] == "qwen15") & (table["dataset"] == "math12k") & (table["variant"] == "grpo")
+                    & (table["seed"] == 1)]
+        assert row["reward"].item() == pytest.approx(last(window, "grpo", 1)), name
