@@ -11,7 +11,7 @@ from grpo_lambda import figures
 from grpo_lambda.tables.collect import load_published
 from grpo_lambda.tables.dataset_gain import dataset_gain_table
 from grpo_lambda.tables.keys import AVERAGE, SFT
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 
 VARIANTS = {
     "grpo": {"objective": "grpo"},
