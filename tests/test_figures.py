@@ -25,6 +25,7 @@ REPO = Path(__file__).resolve().parents[1]
 
 
 WINDOW = 7  # the figures' final window here: not the default (20) nor the whole run (MAX_STEPS)
+FIGURE3_WINDOW = 5  # Figure 3's own window (the paper's caption: 20), not final_window
 
 
 def small_config() -> dict:
@@ -32,7 +33,7 @@ def small_config() -> dict:
     WINDOW steps and Figure 4 on math12k only (as the paper's leaves GSM8K out)."""
     config = make_config()
     config["benchmarks"] = {b: config["benchmarks"][b] for b in ("aime24", "amc")}
-    config["report"].update(final_window=WINDOW, figure4_datasets=["math12k"])
+    config["report"].update(final_window=WINDOW, figure3_window=FIGURE3_WINDOW, figure4_datasets=["math12k"])
     return config
 
 
@@ -74,7 +75,7 @@ def test_every_figure_draws_the_known_values(tree, tables_dir, tmp_path):
     out = tmp_path / "figures"
     paths = figures.main(config, tables_dir, out)
     assert [Path(p).name for p in paths] == names.figure_files(config)
-    assert len(paths) == 2 * (8 + 2 * len(config["models"]))  # eight grid-wide figures, two per model
+    assert len(paths) == 2 * (9 + 2 * len(config["models"]))  # nine grid-wide figures, two per model
     for path in map(Path, paths):
         assert path.stat().st_size > 1000
         assert _kind(path) == path.suffix[1:]
@@ -94,15 +95,17 @@ def test_every_figure_draws_the_known_values(tree, tables_dir, tmp_path):
                          for b in benchmarks]
         assert _series(panel, "bar", label)["y"] == pytest.approx(per_benchmark + [np.mean(per_benchmark)])
 
-    # figure 3: final training reward over the last WINDOW steps, a bar per variant and training set, a dot per seed
-    assert report_options(config)["final_window"] == WINDOW
+    # figure 3: final training reward over its own last FIGURE3_WINDOW steps (not final_window), a bar per
+    # variant and training set, a dot per seed; every cell, since figure3_paper_cells is off
+    assert (report_options(config)["final_window"], report_options(config)["figure3_window"]) == (WINDOW, FIGURE3_WINDOW)
     qwen = drawn["figure3"]["panels"][0]
-    assert qwen["ylabel"] == f"train reward (last {WINDOW} steps)"
+    assert qwen["ylabel"] == f"train reward (last {FIGURE3_WINDOW} steps)"
     grpo = _series(qwen, "bar", "GRPO")
-    assert grpo["y"] == pytest.approx([np.mean([_final_train_reward("grpo", s, WINDOW) for s in SEEDS])] * 2)
-    assert grpo["y"] != pytest.approx([np.mean([_final_train_reward("grpo", s, 20) for s in SEEDS])] * 2)
+    assert grpo["y"] == pytest.approx([np.mean([_final_train_reward("grpo", s, FIGURE3_WINDOW) for s in SEEDS])] * 2)
+    assert grpo["y"] != pytest.approx([np.mean([_final_train_reward("grpo", s, WINDOW) for s in SEEDS])] * 2)
     dots = sorted(y for points in qwen["series"] if points["kind"] == "points" for y in points["y"])
-    expected = sorted(_final_train_reward(v, s, WINDOW) for v in config["variants"] for s in SEEDS for _ in DATASETS)
+    expected = sorted(_final_train_reward(v, s, FIGURE3_WINDOW) for v in config["variants"] for s in SEEDS
+                      for _ in DATASETS)
     assert dots == pytest.approx(expected)
 
     # figure 4: report.figure4_datasets (math12k) only: no GSM8K panel
@@ -144,7 +147,7 @@ def test_figures_of_an_empty_results_folder_say_so(tmp_path):
     paths = figures.main(config, tmp_path / "tables", out)
     assert [Path(p).name for p in paths] == names.figure_files(config)
     for name in names.figure_names(config):
-        if name == "figure2":  # the trace weights need no run
+        if name in ("figure2", "appendix_d"):  # the trace weights need no run; Appendix D is off here
             continue
         panels = json.loads((out / f"{name}.json").read_text())["panels"]
         shown = [panel for panel in panels if panel["title"] or panel["notes"]]
@@ -183,14 +186,19 @@ def test_curves_are_drawn_in_their_variant_colour(tree):
     figures.plt.close(fig)
 
 
-def test_figure4_shows_grpo_and_the_best_grpo_lambda(tree):
+def test_figure4_shows_grpo_and_the_lambda_099_trace_not_the_best(tree):
+    """Figure 4's GRPO-λ is fixed before the outcome (λ 0.99, recent ε-trace: rt99), although bw99 has the
+    highest synthetic reward; report.figure4_variant "best" restores the choice by the plotted reward."""
     root, config = tree
     options = report_options(config)
     logs = collect_train_logs(root, config)
-    fig = figures.figure4(config, training.training_curves_table(config, logs, options),
-                          training.final_reward_table(config, logs, options["final_window"]), options)
-    labels = [line.get_label() for line in fig.axes[0].get_lines()]
-    assert labels == ["GRPO", "both/weight/0.99"]  # bw99 has the highest synthetic reward
+    curves = training.training_curves_table(config, logs, options)
+    final = training.final_reward_table(config, logs, options["final_window"])
+    fig = figures.figure4(config, curves, final, options)
+    assert [line.get_label() for line in fig.axes[0].get_lines()] == ["GRPO", "recent/trace/0.99"]
+    figures.plt.close(fig)
+    fig = figures.figure4(config, curves, final, {**options, "figure4_variant": "best"})
+    assert [line.get_label() for line in fig.axes[0].get_lines()] == ["GRPO", "both/weight/0.99"]
     figures.plt.close(fig)
 
 
@@ -396,8 +404,9 @@ def test_figure2_draws_trace_matrix_for_every_style_and_form():
     options = report_options(config)
     lam, n, tokens = figures.trace_settings(config, options)
     assert (lam, n, tokens) == (0.99, 40, 40)  # the largest λ of the model's GRPO-λ variants; n the run's
-    config["rl"]["trl"] = {"trace_length": "batch_max"}  # no fixed n: the figure draws its bound
-    assert figures.trace_settings(config, options)[1:] == (40, 40)
+    for unfixed in ("batch_max", "per_sequence"):  # no fixed n: the figure draws its bound
+        config["rl"]["trl"] = {"trace_length": unfixed}
+        assert figures.trace_settings(config, options)[1:] == (40, 40)
     config["rl"]["trl"] = {"trace_length": 300}
     lam, n, tokens = figures.trace_settings(config, options)
     assert (n, tokens) == (300, figures.FIGURE2_TOKENS)

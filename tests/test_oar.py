@@ -288,3 +288,69 @@ def test_oar_defaults_are_the_authors(tmp_path):
     weights = oar_weights(torch.expm1(torch.arange(5.0)).unsqueeze(0), torch.ones(1, 5, dtype=torch.bool))
     raw = torch.tensor([0.1, 1.0, 1 + 1 / 3, 1 + 2 / 3, 2.0])
     torch.testing.assert_close(weights[0], raw * 5 / raw.sum())
+
+
+# --- the authors' P_final: the reference answer after a conclude segment (oar_pfinal: reference) -------------
+
+REFERENCES = ["15", "2", "7", "9", "7"]
+
+
+@pytest.mark.parametrize("method", ["gradient", "perturbation"])
+def test_the_reference_reading_scores_every_completion_token_against_the_appended_reference(model_dir, tmp_path,
+                                                                                            monkeypatch, method):
+    """oar_pfinal reference (OAR-main.py: reasoning + conclude + the prompt's answer, the weights on the first R
+    response positions): each scored row is its completion, then the conclude text "=", then its reference; every
+    completion token is a reasoning token, the reference's tokens are the answer (OAR-P: its first token), and the
+    weights land on the completion's R tokens: w_j = max(2j/(R−1), 0.1) rescaled to sum R, for scores expm1(j)."""
+    args = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
+                            per_device_train_batch_size=2, num_generations=2, max_completion_length=WIDTH,
+                            objective="grpo", oar_method=method, oar_quantile=0.5, oar_pfinal="reference",
+                            oar_conclude="=")
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    trainer = GRPOLambdaTrainer(model=model_dir, reward_funcs=lambda completions, **kw: [0.0] * len(completions),
+                                args=args, train_dataset=Dataset.from_dict({"prompt": PROMPTS}),
+                                processing_class=tokenizer)
+    output = scored_batch(tokenizer)
+    seen = []
+
+    def spy(*args, **kwargs):
+        reasoning, answer = (args[2], args[3]) if method == "gradient" else (args[3], args[4])
+        seen.extend(zip(reasoning.bool().clone(), answer.bool().clone()))
+        scores = torch.zeros(reasoning.shape, dtype=torch.float64)
+        scores[:, PROMPT:] = torch.expm1(torch.arange(reasoning.size(1) - PROMPT, dtype=torch.float64))
+        return scores
+
+    monkeypatch.setattr(oar_module, f"oar_{method}_importance", spy)
+    with pytest.raises(ValueError, match="reference answer per scored row"):
+        trainer._oar_advantages(output)  # no references handed over
+    trainer._oar_references = REFERENCES
+    advantages = trainer._oar_advantages(output)
+    scored = [row for row, (_, _, advantage) in enumerate(ROWS) if advantage != 0]
+    assert len(seen) == len(scored) == 4  # row 4 has no reasoning under the own-answer reading; here it has
+    equals = tokenizer.convert_tokens_to_ids("=")
+    for row, (reasoning_full, answer) in zip(scored, seen):
+        length = int(output["completion_mask"][row].sum())
+        assert not reasoning_full[:PROMPT].any()
+        assert reasoning_full[PROMPT:].nonzero().flatten().tolist() == list(range(length)), row
+        reference = list(range(length + 1, length + 1 + len(REFERENCES[row])))
+        assert answer.nonzero().flatten().tolist() == (reference[:1] if method == "perturbation" else reference)
+        assert equals is not None
+    assert advantages.shape == (len(ROWS), WIDTH)
+    for row in scored:
+        length, advantage = int(output["completion_mask"][row].sum()), ROWS[row][2]
+        raw = [max(2 * j / (length - 1), 0.1) for j in range(length)]  # R > 21 floors j = 1 too
+        expected = torch.tensor([advantage * w * length / sum(raw) for w in raw])
+        torch.testing.assert_close(advantages[row, :length], expected.to(advantages.dtype), rtol=1e-5, atol=1e-7)
+    assert not advantages[2].any()  # A = 0 stays 0
+
+
+def test_the_reference_reading_builds_completion_conclude_reference(model_dir):
+    tokenizer = AutoTokenizer.from_pretrained(model_dir)
+    output = scored_batch(tokenizer)
+    built = oar_module.with_reference_answers(tokenizer, output, REFERENCES, "=")
+    for row, (text, ends, _) in enumerate(ROWS):
+        length = len(text) + ends
+        sequence = built["completion_ids"][row][built["completion_mask"][row].bool()].tolist()
+        assert sequence == output["completion_ids"][row, :length].tolist() + tokenizer.convert_tokens_to_ids(
+            ["="] + list(REFERENCES[row]))
+        assert built["reasoning"][row].sum() == length and built["answer"][row].sum() == len(REFERENCES[row])

@@ -113,6 +113,9 @@ OVERLAYS = {
     "trace/released.yaml": ('"trace_length": 3072', "train"),
     "trace/released-batch-max.yaml": ('"trace_length": "batch_max"', "train"),
     "trace/completion-length.yaml": ('"trace_length": null', "train"),
+    "trace/per-sequence.yaml": ('"trace_length": "per_sequence"', "train"),
+    "optim/open-r1-recipe.yaml": ('"lr_scheduler_type": "cosine_with_min_lr"', "train"),
+    "sft/open-r1-schedule.yaml": ('"warmup_steps": 0.1', "sft"),
     "optim/released-scripts.yaml": ('"learning_rate": 3e-06', "train"),
     "optim/trl-defaults.yaml": ('"lr_scheduler_type": "linear"', "train"),
     "sft/think-answer.yaml": ('"format": "think_answer"', "sft"),
@@ -131,3 +134,35 @@ def test_the_grid_plans_under_each_overlay_with_its_settings(overlay):
     if stage == "train":  # the GRPO cells have no trace, so only GRPO-λ's must carry a trace setting
         commands = [line for line in commands if "grpo_lambda" in line or not needle.startswith('"form"')]
     assert commands and all(needle in line for line in commands), (overlay, commands[:1])
+
+
+# The seeds' other papers in their own settings, and §4.2's run without SFT: config -> (RL cells, a setting every
+# planned train job carries, a setting every planned evaluate job carries).
+OWN_CONFIGS = {
+    ("config/strace-paper.yaml",): (12, '"strace_quantile": 0.8', '"samples": 16'),
+    ("config/oar-paper.yaml",): (3, '"loss_type": "grpo"', '"max_new_tokens": 3000'),  # and oar_pfinal below
+    ("config/paper.yaml", "config/sft/think-answer.yaml", "config/sft/no-sft.yaml"): (
+        92, '{"name": "think_format", "weight": 1.0}', '"max_new_tokens": 3000'),
+}
+
+
+@pytest.mark.parametrize("configs", OWN_CONFIGS, ids=[c[-1] for c in OWN_CONFIGS])
+def test_the_seeds_papers_and_the_no_sft_run_plan_with_their_settings(configs):
+    cells, train_needle, evaluate_needle = OWN_CONFIGS[configs]
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--printshellcmds", "--configfile", *configs],
+                            capture_output=True, text=True, cwd=ROOT, timeout=600)
+    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+    lines = (result.stdout + result.stderr).splitlines()
+    trained = [line for line in lines if "grpo-lambda train --settings" in line]
+    evaluated = [line for line in lines if "grpo-lambda evaluate --settings" in line]
+    assert len(trained) == cells
+    if configs[0] == "config/strace-paper.yaml":  # their masking on the S-trace cells only
+        trained = [line for line in trained if '"objective": "strace"' in line]
+        assert len(trained) == 3
+    assert all(train_needle in line for line in trained), trained[:1]
+    assert evaluated and all(evaluate_needle in line for line in evaluated), evaluated[:1]
+    if configs[0] == "config/oar-paper.yaml":  # the authors' P_final on both OAR cells
+        assert sum('"oar_pfinal": "reference"' in line for line in trained) == 2
+    if configs[-1] == "config/sft/no-sft.yaml":
+        sft = [line for line in lines if "grpo-lambda sft --settings" in line]
+        assert sft and all('"num_train_epochs": 0' in line for line in sft)

@@ -24,7 +24,8 @@ def test_paper_settings_reach_the_trainer_config(path, tmp_path):
     assert args.loss_type == "bnpo" and args.beta == 0.04
     assert settings["rl"]["max_prompt_length"] == 256
     params = objective_params(args)
-    assert params.form == "absolute" and params.trace_length == "batch_max" and args.max_completion_length == 256
+    # n = the run's maximum completion length (Appendix A.3), not the batch's longest
+    assert params.form == "absolute" and params.trace_length == args.max_completion_length == 256
     # the optimiser of the paper's TRL (docs/paper-vs-code.md, "optimiser, learning rate")
     assert (args.learning_rate, args.lr_scheduler_type, args.weight_decay) == (1e-6, "linear", 0.0)
     assert params.kl_ratio_correction is False

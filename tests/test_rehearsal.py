@@ -65,7 +65,7 @@ def test_rehearsal_config_mirrors_the_paper_grid():
     assert "grpo" in config["variants"] and config["rl"]["beta"] > 0
     assert config["rl"]["trl"]["steps_per_generation"] > 1
     paper = study.load(str(ROOT / "config/paper.yaml"))
-    assert config["rl"]["trl"]["trace_length"] == paper["rl"]["trl"]["trace_length"] == "batch_max"
+    assert config["rl"]["trl"]["trace_length"] is paper["rl"]["trl"]["trace_length"] is None  # max_completion_length (A.3)
     assert config["evaluation"]["checkpoints"]
     assert all(spec["source"] == "registry" and spec.get("path") for spec in config["benchmarks"].values())
 

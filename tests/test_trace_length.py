@@ -285,15 +285,18 @@ def applied(params, lengths, width):
     return matrices
 
 
-# reading -> (overlays after paper.yaml, form, eps, n for a batch of the given longest completion and model rl)
+# reading -> (overlays after paper.yaml, form, eps, n of a completion of `length` in a batch whose longest is
+# `longest`, under the model's rl settings)
 READINGS = {
-    "paper.yaml (batch max)": ((), "absolute", 1e-7, lambda longest, rl: longest),
-    "relative": (("trace/relative.yaml",), "relative", 0.0, lambda longest, rl: None),
-    "released": (("trace/released.yaml",), "absolute", 1e-7, lambda longest, rl: 3072),
+    "paper.yaml (max completion length, A.3)": ((), "absolute", 1e-7, lambda length, longest, rl:
+                                                 rl["max_completion_length"]),
+    "relative": (("trace/relative.yaml",), "relative", 0.0, lambda length, longest, rl: None),
+    "released": (("trace/released.yaml",), "absolute", 1e-7, lambda length, longest, rl: 3072),
     "released-batch-max": (("trace/relative.yaml", "trace/released-batch-max.yaml"), "absolute", 1e-7,
-                           lambda longest, rl: longest),
-    "completion-length": (("trace/completion-length.yaml",), "absolute", 1e-7,
-                          lambda longest, rl: rl["max_completion_length"]),
+                           lambda length, longest, rl: longest),
+    "per-sequence": (("trace/per-sequence.yaml",), "absolute", 1e-7, lambda length, longest, rl: length),
+    "completion-length": (("trace/released-batch-max.yaml", "trace/completion-length.yaml"), "absolute", 1e-7,
+                          lambda length, longest, rl: rl["max_completion_length"]),
 }
 
 
@@ -313,8 +316,8 @@ def test_each_trace_overlay_trains_the_formula_it_names(reading, tmp_path):
                 continue
             settings = study.stage_settings(config, "train", model=model, dataset="math12k", variant=variant)
             params = objective_params(build_config(settings, output_dir=str(tmp_path), seed=0))
-            n = n_of(max(lengths), settings["rl"])
             for length, matrix in zip(lengths, applied(params, lengths, width)):
+                n = n_of(length, max(lengths), settings["rl"])
                 expected = formula(form, spec["style"], spec["lam"], n, length, eps)
                 torch.testing.assert_close(matrix, expected, rtol=1e-12, atol=0, msg=f"{model} {variant} {length}")
             checked += 1
@@ -328,3 +331,36 @@ def test_both_at_lambda_zero_is_not_grpo(form):
     both = trace_matrix(6, 0.0, style="both", form=form)
     assert both[:, 0].tolist() == [1.0] * 6 and torch.equal(both[:, 1:], torch.eye(6, dtype=both.dtype)[:, 1:])
     assert torch.equal(trace_matrix(6, 0.0, style="recent", form="relative"), torch.eye(6, dtype=both.dtype))
+
+
+@pytest.mark.parametrize("style", ["recent", "both"])
+@pytest.mark.parametrize("update", ["trace", "weight"])
+def test_per_sequence_n_is_each_completions_own_length(style, update):
+    """trace_length per_sequence (the released code's use_batch_max_for_trace: false): in a batch of 6- and
+    9-token completions padded to 12, each row's loss term, gradient and weights equal those of that completion
+    alone at n = its own length, and the 6-token row differs from its batch-max weights (n = 9)."""
+    generator = torch.Generator().manual_seed(7)
+    new = [(-torch.rand(n, generator=generator, dtype=torch.float64)).tolist() for n in (6, 9)]
+    old = [(-torch.rand(n, generator=generator, dtype=torch.float64)).tolist() for n in (6, 9)]
+
+    def weights(rows, old_rows, width, trace_length, advantages):
+        logps, mask = padded(rows, width)
+        old_logps, _ = padded(old_rows, width)
+        leaf = logps.clone().requires_grad_()
+        params = ObjectiveParams(objective="grpo_lambda", lam=0.9, style=style, form="absolute", eps=1e-7,
+                                 update=update, loss_type="grpo", trace_length=trace_length)
+        loss, metrics = policy_loss(leaf, old_logps, None, torch.tensor(advantages, dtype=torch.float64), mask,
+                                    params)
+        (gradient,) = torch.autograd.grad(loss, leaf)
+        return loss.detach(), gradient, metrics["trace_weight"] * mask
+
+    both = weights(new, old, 12, "per_sequence", [1.0, -0.5])
+    for row, n in enumerate((6, 9)):
+        alone = weights([new[row]], [old[row]], n, n, [[1.0, -0.5][row]])
+        # loss_type grpo: a per-sequence mean over 2 rows, so each row's share is half its own loss
+        torch.testing.assert_close(both[1][row, :n], alone[1][0] / 2, rtol=1e-12, atol=1e-15)
+        torch.testing.assert_close(both[2][row, :n], alone[2][0], rtol=1e-12, atol=1e-15)
+        assert both[1][row, n:].abs().max() == 0
+    batch_max = weights(new, old, 12, "batch_max", [1.0, -0.5])
+    assert (both[2][0, :6] - batch_max[2][0, :6]).abs().max() > 1e-3
+    torch.testing.assert_close(both[2][1], batch_max[2][1], rtol=1e-12, atol=1e-15)  # the longest: n = 9 both ways

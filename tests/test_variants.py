@@ -25,6 +25,7 @@ OUR_CHOICES = {
     "scope": HISTORY_SCOPES,
     "strace_mode": STRACE_MODES,
     "oar_method": (*variants.OAR_METHODS, None),  # None: no OAR (the config field's default)
+    "oar_pfinal": variants.OAR_PFINAL,
 }
 # Variant keys whose choices are TRL's: the values its GRPOConfig help names.
 TRL_CHOICE_KEYS = ("loss_type", "scale_rewards", "importance_sampling_level")

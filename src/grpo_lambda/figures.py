@@ -12,11 +12,13 @@ nothing of its own: what it shows is in a table (Figure 2 excepted: it draws the
 ``figure2``            the trace styles (recent, both, early) in both forms (relative: Eq. 1–2;
                        absolute with the run's n), as heatmaps of W[t, c] and the last token's weights
 ``figure3``            final training accuracy reward per variant: mean of the last
-                       report.final_window logged steps (the paper's §4.1: 100), one dot per seed
-                       (``final_reward``)
-``figure4``            training reward curves, GRPO vs the best GRPO-λ variant (by ``final_reward``), per
-                       model × training set of report.figure4_datasets (the paper leaves GSM8K out)
-                       (``training_curves``)
+                       report.figure3_window logged steps (the paper's caption: 20), one dot per seed
+                       (``figure3_reward``); with report.figure3_paper_cells the caption's cells only
+                       (the 1.5B models on ORZMath57K)
+``appendix_d``         the same for those models' other training sets (the paper's Appendix D)
+``figure4``            training reward curves, GRPO vs the GRPO-λ variant of report.figure4_variant
+                       (λ 0.99, recent ε-trace; or the best by ``final_reward``), per model × training
+                       set of report.figure4_datasets (the paper leaves GSM8K out) (``training_curves``)
 ``reward_curves``      training reward curves of every variant (``training_curves``)
 ``learning_speed``     area under the reward curve and steps to the threshold (``learning_speed``)
 ``kl``                 KL to the reference model over training, every variant (``training_curves``)
@@ -24,7 +26,8 @@ nothing of its own: what it shows is in a table (Figure 2 excepted: it draws the
                        baseline, one column per λ and metric, one row per training set
                        (``training_curves``)
 ``eval_length``        mean generation length of the final models during evaluation (Appendix E.3),
-                       mean over seeds, then over training sets (``results_by_variant``)
+                       mean over seeds, then over training sets (``results_by_variant``); with
+                       report.eval_length_pooled GRPO-λ's variants as one bar, as the paper
 ``checkpoints_{model}`` accuracy on each benchmark at each evaluated checkpoint, SFT at step 0
                        (``checkpoints``)
 
@@ -63,12 +66,13 @@ import pandas as pd  # noqa: E402
 
 from grpo_lambda.config import model_datasets, model_variants, rl_settings, TRL_MAX_COMPLETION_LENGTH  # noqa: E402
 from grpo_lambda.files import atomic_path, write_text  # noqa: E402
+from grpo_lambda.tables.dataset_gain import chosen_variant  # noqa: E402
 from grpo_lambda.tables.keys import AVERAGE, SFT  # noqa: E402
-from grpo_lambda.tables.labels import objective, variant_label, variant_spec  # noqa: E402
+from grpo_lambda.tables.labels import method_label, objective, variant_label, variant_spec  # noqa: E402
 from grpo_lambda.tables.names import expand, FIGURE_FORMATS, FIGURES  # noqa: E402
 from grpo_lambda.config.report import report_options  # noqa: E402
 from grpo_lambda.traces import STYLES, trace_matrix  # noqa: E402
-from grpo_lambda.variants import BATCH_MAX  # noqa: E402
+from grpo_lambda.variants import BATCH_MAX, PER_SEQUENCE  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
 from matplotlib.container import BarContainer  # noqa: E402
 
@@ -250,7 +254,7 @@ def trace_settings(config: dict, options: dict) -> tuple[float, int, int]:
             if objective(config, v) == "grpo_lambda" and 0 < variant_spec(config, v)["lam"] < 1]
     rl = rl_settings(config, model)
     trace_length = rl["trl"].get("trace_length")
-    if trace_length is None or trace_length == BATCH_MAX:
+    if trace_length is None or trace_length in (BATCH_MAX, PER_SEQUENCE):  # no fixed n: its bound
         trace_length = rl.get("max_completion_length", TRL_MAX_COMPLETION_LENGTH)
     n = int(trace_length)
     return (max(lams) if lams else FIGURE2_LAM), n, min(FIGURE2_TOKENS, n)
@@ -291,17 +295,45 @@ def figure2(config: dict, options: dict):
 
 # ---- Figure 3 ----------------------------------------------------------------------------------
 
-def figure3(config: dict, final: pd.DataFrame, options: dict):
-    """``final``: the ``final_reward`` table."""
-    models = list(config["models"])
-    most_bars = max(len(model_datasets(config, m)) * len(model_variants(config, m)) for m in models)
-    fig, axes = _grid(1, len(models), width=max(4.5, 0.2 * most_bars + 1.5), height=3.2)
-    for ax, model in zip(axes[0], models):
+# The caption's cells of the paper's Figure 3: "both 1.5B models trained on the ORZMath57K dataset".
+FIGURE3_PAPER_MODELS = ("Qwen2.5-Math-1.5B-Instruct", "DeepSeek-R1-Distill-Qwen-1.5B")
+FIGURE3_PAPER_DATASET = "orz57k"
+
+
+def _figure3_cells(config: dict, options: dict, appendix_d: bool) -> list[tuple[str, list[str]]]:
+    """(model, training sets) of Figure 3, or with ``appendix_d`` of Appendix D (the same models' other
+    training sets). With report.figure3_paper_cells off, Figure 3 has every cell and Appendix D none."""
+    if not options["figure3_paper_cells"]:
+        return [] if appendix_d else [(m, model_datasets(config, m)) for m in config["models"]]
+    cells = []
+    for model in config["models"]:
+        if config["models"][model].get("paper_name") not in FIGURE3_PAPER_MODELS:
+            continue
+        paper = [d for d in model_datasets(config, model)
+                 if config["datasets"][d].get("name", d) == FIGURE3_PAPER_DATASET]
+        chosen = [d for d in model_datasets(config, model) if (d in paper) != appendix_d]
+        if chosen:
+            cells.append((model, chosen))
+    return cells
+
+
+def figure3(config: dict, final: pd.DataFrame, options: dict, appendix_d: bool = False):
+    """``final``: the ``figure3_reward`` table (the mean of each run's last report.figure3_window logged steps;
+    the paper's caption: "smoothened over the last 20 training iterations"). With report.figure3_paper_cells,
+    the caption's cells (the 1.5B models on ORZMath57K); ``appendix_d`` draws their other training sets."""
+    cells = _figure3_cells(config, options, appendix_d)
+    if not cells:
+        fig, axes = _grid(1, 1)
+        _note(axes[0, 0], "report.figure3_paper_cells is off: figure3 draws every cell" if appendix_d
+                          else "no 1.5B model trained on ORZMath57K in this config")
+        return fig
+    most_bars = max(len(datasets) * len(model_variants(config, m)) for m, datasets in cells)
+    fig, axes = _grid(1, len(cells), width=max(4.5, 0.2 * most_bars + 1.5), height=3.2)
+    for ax, (model, datasets) in zip(axes[0], cells):
         data = final[final["model"] == model]
         if data.empty:
             _note(ax, f"{model}: no training logs yet")
             continue
-        datasets = model_datasets(config, model)
         variants = [v for v in model_variants(config, model) if v in set(data["variant"])]
         width = 0.8 / len(variants)
         for i, variant in enumerate(variants):
@@ -314,7 +346,7 @@ def figure3(config: dict, final: pd.DataFrame, options: dict):
                 seeds = runs[runs["dataset"] == dataset]["reward"]
                 ax.scatter(np.full(len(seeds), j + offset), seeds, s=8, color="black", zorder=3)
         ax.set_xticks(np.arange(len(datasets)), datasets)
-        ax.set_ylabel(f"train reward (last {options['final_window']} steps)")
+        ax.set_ylabel(f"train reward (last {options['figure3_window']} steps)")
         ax.set_title(config["models"][model].get("paper_name", model), fontsize=9)
     _figure_legend(fig)
     return fig
@@ -389,14 +421,19 @@ def _share_y(drawn: list[tuple]) -> None:
 
 def figure4(config: dict, curves: pd.DataFrame, final: pd.DataFrame, options: dict):
     """``curves``: the ``training_curves`` table; ``final``: the ``final_reward`` table. One row per
-    model, one panel per training set of report.figure4_datasets the model trains on."""
+    model, one panel per training set of report.figure4_datasets the model trains on: the baseline and the
+    model's GRPO-λ variant of report.figure4_variant (default λ 0.99, recent ε-trace; "best": the highest
+    final training reward of the cell, which selects on the plotted outcome)."""
     baseline = options["baseline"]
     rows = []
     for model in config["models"]:
         row = []
         for dataset in [d for d in model_datasets(config, model) if d in options["figure4_datasets"]]:
-            best = _best_lambda(config, final, model, dataset)
-            row.append(_panel(model, dataset, "reward", [baseline] + ([best] if best else []), f"{model} / {dataset}"))
+            if options["figure4_variant"] == "best":  # chosen on the reward it plots: a choice on the outcome
+                lam = _best_lambda(config, final, model, dataset)
+            else:
+                lam = chosen_variant(config, model, options["figure4_variant"])
+            row.append(_panel(model, dataset, "reward", [baseline] + ([lam] if lam else []), f"{model} / {dataset}"))
         if row:
             rows.append(row)
     return _curves(config, curves, rows)
@@ -485,8 +522,14 @@ def _per_seed(text) -> list[float]:
     return [float(pair.split(":")[1]) for pair in text.split()]
 
 
-def eval_length_figure(config: dict, by_variant: pd.DataFrame):
-    """``by_variant``: the ``results_by_variant`` table (final models, mean over seeds)."""
+POOLED = "grpo_lambda_pooled"
+
+
+def eval_length_figure(config: dict, by_variant: pd.DataFrame, options: dict | None = None):
+    """``by_variant``: the ``results_by_variant`` table (final models, mean over seeds). With
+    report.eval_length_pooled, GRPO-λ's variants make one bar, their mean (Appendix E.3: "GRPO-λ shows the
+    average length across hyperparameter settings"), beside SFT and the other variants."""
+    pooled = bool(options and options["eval_length_pooled"])
     final = by_variant[by_variant["benchmark"] != AVERAGE]
     models = list(config["models"])
     benchmarks = list(config["benchmarks"])
@@ -497,14 +540,18 @@ def eval_length_figure(config: dict, by_variant: pd.DataFrame):
             _note(ax, f"{model}: no evaluations yet")
             continue
         variants = [v for v in [SFT] + model_variants(config, model) if v in set(data["variant"])]
-        width = 0.8 / len(variants)
-        for i, variant in enumerate(variants):
-            rows = data[data["variant"] == variant]
-            # the table's mean over seeds within a training set, then the mean over training sets
+        lam = [v for v in variants if v != SFT and objective(config, v) == "grpo_lambda"] if pooled else []
+        bars = [v for v in variants if v not in lam] + ([POOLED] if lam else [])
+        width = 0.8 / len(bars)
+        for i, bar in enumerate(bars):
+            members = lam if bar == POOLED else [bar]
+            rows = data[data["variant"].isin(members)]
+            # the table's mean over seeds within a training set, then the mean over training sets and variants
             per_bench = rows.groupby("benchmark")["mean_length"].mean()
-            ax.bar(np.arange(len(benchmarks)) + (i - (len(variants) - 1) / 2) * width,
-                   per_bench.reindex(benchmarks).to_numpy(), width, color=variant_colour(config, variant),
-                   label=variant_label(config, variant))
+            ax.bar(np.arange(len(benchmarks)) + (i - (len(bars) - 1) / 2) * width,
+                   per_bench.reindex(benchmarks).to_numpy(), width,
+                   color=_method_colour(config, "grpo_lambda", lam) if bar == POOLED else variant_colour(config, bar),
+                   label=method_label(config, "grpo_lambda", lam) if bar == POOLED else variant_label(config, bar))
         ax.set_xticks(np.arange(len(benchmarks)), benchmarks)
         ax.set_ylabel("mean completion length (tokens)")
         ax.set_title(config["models"][model].get("paper_name", model), fontsize=9)
@@ -700,13 +747,14 @@ def main(config: dict, tables_dir: str | os.PathLike, out_dir: str | os.PathLike
     drawings = {
         "figure1": lambda: figure1(config, table("table1"), table("results_by_variant"), options),
         "figure2": lambda: figure2(config, options),
-        "figure3": lambda: figure3(config, table("final_reward"), options),
+        "figure3": lambda: figure3(config, table("figure3_reward"), options),
+        "appendix_d": lambda: figure3(config, table("figure3_reward"), options, appendix_d=True),
         "figure4": lambda: figure4(config, table("training_curves"), table("final_reward"), options),
         "reward_curves": lambda: reward_curves_figure(config, table("training_curves"), options),
         "learning_speed": lambda: learning_speed_figure(config, table("learning_speed")),
         "kl": lambda: kl_figure(config, table("training_curves"), options),
         "appendix_c_{model}": lambda model: appendix_c_figure(config, table("training_curves"), options, model),
-        "eval_length": lambda: eval_length_figure(config, table("results_by_variant")),
+        "eval_length": lambda: eval_length_figure(config, table("results_by_variant"), options),
         "checkpoints_{model}": lambda model: checkpoints_figure(config, table("checkpoints"), model),
         "horizon": lambda: horizon_figure(config, table("horizon")),
     }

@@ -1,7 +1,10 @@
 r"""OAR's per-token advantages on TRL's scored batch: A_{i,t} = A_i · w_t ("gradient": OAR-G,
 "perturbation": OAR-P), computed once per generation batch with the policy that generated it.
 
-P_final, as the authors configure each method (Valsure/Outcome-Grounded-Advantage-Reshaping; their README):
+P_final scores, by default, the completion's own final answer (``oar_pfinal: own_answer``: the paper's "how much
+each token influences the model's final answer"); ``oar_pfinal: reference`` is the authors' code instead: the
+prompt's reference answer appended after a "conclude" segment, every completion token a reasoning token
+(:func:`with_reference_answers`). P_final's logits, as the authors configure each method (Valsure/Outcome-Grounded-Advantage-Reshaping; their README):
 OAR-G the mean of the logits over the answer positions ("answer_mean"), OAR-P the logits that predict the
 first answer token ("last": the end of their perturbed input, which stops before the answer). Where this
 differs from their code, and why: docs/objectives.md, "OAR against its authors' code".
@@ -22,26 +25,37 @@ from grpo_lambda.grading.extract import boxed_span
 from grpo_lambda.objectives import oar_gradient_importance, oar_perturbation_importance, oar_weights
 
 
-def oar_advantages(model, tokenizer, output: dict, args, temperature: float) -> tuple[torch.Tensor, float | None]:
+def oar_advantages(model, tokenizer, output: dict, args, temperature: float,
+                   references: list | None = None) -> tuple[torch.Tensor, float | None]:
     """(B, T) advantages A_i · w_t of a scored batch, and the mean over the scored rows of their largest
     weight (None when no row was scored). w comes from OAR on the rows whose advantage and reasoning are
     not empty, ``args.per_device_train_batch_size`` rows per forward pass.
 
     model: the unwrapped policy; args: a GRPOLambdaConfig (its ``oar_*`` fields); temperature: the
-    sampling temperature the logits are divided by, as in TRL.
+    sampling temperature the logits are divided by, as in TRL; references: each row's reference answer, read
+    with ``args.oar_pfinal`` "reference" (:func:`with_reference_answers`).
     """
     advantages, completion_mask = output["advantages"], output["completion_mask"]
-    answer, reasoning = answer_and_reasoning_masks(token_texts(tokenizer, output["completion_ids"]), completion_mask,
-                                                   args.oar_answer_tokens)
-    weights = torch.ones(completion_mask.shape, dtype=torch.float32, device=completion_mask.device)
+    width = completion_mask.size(1)
+    if getattr(args, "oar_pfinal", "own_answer") == "reference":
+        if references is None or len(references) != completion_mask.size(0):
+            raise ValueError("oar_pfinal 'reference' needs one reference answer per scored row")
+        scored = with_reference_answers(tokenizer, output, references, args.oar_conclude)
+        answer, reasoning = scored.pop("answer"), scored.pop("reasoning")
+    else:
+        scored = output
+        answer, reasoning = answer_and_reasoning_masks(token_texts(tokenizer, output["completion_ids"]),
+                                                       completion_mask, args.oar_answer_tokens)
+    weights = torch.ones(reasoning.shape, dtype=torch.float32, device=completion_mask.device)
     rows = ((advantages != 0) & reasoning.any(-1)).nonzero().squeeze(1)
     if len(rows) == 0:  # (split would still hand back one empty chunk)
         return advantages.unsqueeze(1) * weights.to(advantages.dtype), None
     for chunk in rows.split(args.per_device_train_batch_size):
-        importance = _importance(model, tokenizer, output, chunk, answer[chunk], reasoning[chunk], args, temperature)
+        importance = _importance(model, tokenizer, scored, chunk, answer[chunk], reasoning[chunk], args, temperature)
         weights[chunk] = oar_weights(importance, reasoning[chunk], quantile=args.oar_quantile,
                                      boost=args.oar_boost).to(weights.dtype)
     max_weight = weights[rows].amax(-1).mean().item()
+    weights = weights[:, :width]  # the reference reading's appended tokens are no completion tokens
     return advantages.unsqueeze(1) * weights.to(advantages.dtype), max_weight
 
 
@@ -71,6 +85,35 @@ def _importance(model, tokenizer, output, rows, answer, reasoning, args, tempera
             reasoning_full, first_position(answer), pad_id=tokenizer.pad_token_id,
             batch_size=args.per_device_train_batch_size)
     return importance[:, prompt_length:]
+
+
+def with_reference_answers(tokenizer, output: dict, references: list, conclude: str) -> dict:
+    """The authors' P_final reading (OAR-main.py: reasoning, then a "conclude" segment, then the prompt's answer):
+    each row's completion tokens, then ``conclude`` and the row's reference answer, each tokenized on its own as
+    segments are there; right-padded. Returns the output's prompt fields with these as completion_ids and
+    completion_mask, and the masks "answer" (the reference's tokens) and "reasoning" (every completion token: the
+    weights go on the first R positions of the response, R its length)."""
+    completion_ids, completion_mask = output["completion_ids"], output["completion_mask"]
+    conclude_ids = tokenizer(conclude, add_special_tokens=False)["input_ids"]
+    rows = []
+    for row, reference in enumerate(references):
+        length = int(completion_mask[row].sum().item())
+        answer_ids = tokenizer(str(reference), add_special_tokens=False)["input_ids"]
+        rows.append((completion_ids[row, :length].tolist(), answer_ids))
+    width = max(len(ids) + len(conclude_ids) + len(answer_ids) for ids, answer_ids in rows)
+    pad = tokenizer.pad_token_id if tokenizer.pad_token_id is not None else 0
+    ids = torch.full((len(rows), width), pad, dtype=completion_ids.dtype, device=completion_ids.device)
+    mask = torch.zeros((len(rows), width), dtype=completion_mask.dtype, device=completion_mask.device)
+    answer = torch.zeros((len(rows), width), dtype=torch.bool, device=completion_mask.device)
+    reasoning = torch.zeros_like(answer)
+    for row, (own, answer_ids) in enumerate(rows):
+        sequence = own + conclude_ids + answer_ids
+        ids[row, :len(sequence)] = torch.tensor(sequence, dtype=ids.dtype)
+        mask[row, :len(sequence)] = 1
+        reasoning[row, :len(own)] = True
+        answer[row, len(own) + len(conclude_ids):len(sequence)] = True
+    return {"prompt_ids": output["prompt_ids"], "prompt_mask": output["prompt_mask"], "completion_ids": ids,
+            "completion_mask": mask, "answer": answer, "reasoning": reasoning}
 
 
 def first_position(mask: torch.Tensor) -> torch.Tensor:

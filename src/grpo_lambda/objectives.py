@@ -55,9 +55,9 @@ import torch
 
 from grpo_lambda.traces import FORMS, STYLES, apply_trace
 from grpo_lambda.variants import (  # torch-free, for the config's checks
-    BATCH_MAX, HISTORY_OBJECTIVES, OBJECTIVES, check_trace_length)
+    BATCH_MAX, HISTORY_OBJECTIVES, OBJECTIVES, PER_SEQUENCE, check_trace_length)
 
-UPDATES = ("trace", "weight")
+UPDATES = ("trace", "weight", "position")
 # S-trace's readings of "masking low-entropy tokens": they lend nothing, or they carry no trace at all.
 STRACE_MODES = ("lend", "exclude")
 # Which tokens lend their ratio to a token's P-trace / S-trace ratio.
@@ -74,6 +74,8 @@ class ObjectiveParams:
     lam, gamma            trace decay κ = γλ (grpo_lambda, ptrace, strace)
     style, form, eps      trace matrix shape and floor ε (see grpo_lambda.traces)
     update                "trace": the traced ratio inside the clip | "weight": per-token loss × trace
+                          of 1 + σ(log π − 1) (Algorithm 2) | "position": per-token loss × the trace of 1
+                          (§3.2: a weight per position, computed once, no log-probs)
     advantage_clamp       advantages below it are raised to it (paper: −0.1); None: no clamp
     beta                  KL coefficient (k3 estimator to the reference policy)
     kl_ratio_correction   multiply the KL by the token ratio π_θ/π_old (TRL's use_bias_correction_kl)
@@ -85,7 +87,8 @@ class ObjectiveParams:
     strace_mode           strace: "lend" (masked tokens lend nothing, still receive) or "exclude" (they keep ρ_t)
     trace_length          the absolute form's n: a constant of the run (e.g. max_completion_length, so that a
                           token's weights do not depend on its batch); "batch_max": the longest completion of
-                          the batch (the released code's use_batch_max_for_trace); None: the batch width
+                          the batch (the released code's use_batch_max_for_trace); "per_sequence": each
+                          completion's own length (use_batch_max_for_trace: false); None: the batch width
     """
 
     objective: str = "grpo"
@@ -249,6 +252,10 @@ def _traced_ratio(logps, log_ratio, mask, params, trace_mask):
         with torch.no_grad():
             row_sums = trace(torch.ones_like(mask, dtype=torch.float32), mask, params)
         return log_coef, None, row_sums.to(logps.dtype)
+    if params.update == "position":  # §3.2's reading: w_t = Σ_l (γλ)^l, a weight per position, no log-probs
+        with torch.no_grad():
+            factor = trace(torch.ones_like(mask, dtype=_wide(logps.dtype)), mask, params)  # kept in ≥ float32
+        return log_ratio, factor, factor
     # weight: gradient flows through the factor, as in the authors' code
     factor = trace(1 + torch.sigmoid(logps - 1), mask, params)
     return log_ratio, factor, factor
@@ -319,11 +326,20 @@ def _at_least_float32(x: torch.Tensor) -> torch.Tensor:
 def trace(x: torch.Tensor, mask: torch.Tensor, params: ObjectiveParams) -> torch.Tensor:
     """W·x over the masked tokens, W the GRPO-λ trace matrix of `params` as the loss applies it: the
     absolute form's n is params.trace_length, or with "batch_max" the longest completion of the batch
-    (max of mask's row sums; the columns after it hold no token, so the trace runs over those before it).
+    (max of mask's row sums; the columns after it hold no token, so the trace runs over those before it), or
+    with "per_sequence" each row's own length (its mask's sum).
     Summed in at least float32 (a bfloat16 sum over hundreds of tokens loses too much), returned in x's dtype.
     """
     length = params.trace_length
     width = x.shape[-1]
+    if length == PER_SEQUENCE and width:  # rows of one length share one n: one trace call per distinct length
+        rows = mask.sum(-1).long().clamp(min=1, max=width)
+        y = torch.zeros_like(x, dtype=_wide(x.dtype))
+        for n in rows.unique().tolist():
+            at = rows == n
+            y[at, :n] = apply_trace(_at_least_float32(x[at, :n]), params.lam, gamma=params.gamma, style=params.style,
+                                    form=params.form, eps=params.eps, mask=mask[at, :n], length=n)
+        return y.to(x.dtype)
     if length == BATCH_MAX:
         length = max(1, int(mask.sum(-1).max().item())) if width else 0
         x, mask = x[..., :length], mask[..., :length]

@@ -78,6 +78,8 @@ class GRPOLambdaTrainer(GRPOTrainer):
         return rewards_per_func
 
     def _generate_and_score_completions(self, inputs):
+        # OAR's "reference" P_final reads each row's reference answer (the rows TRL scores are these inputs')
+        self._oar_references = [row.get("answer") for row in inputs]
         output = super()._generate_and_score_completions(inputs)
         if self.model.training:  # TRL's own test for train vs eval
             self._shape_scored_batch(output)
@@ -152,7 +154,8 @@ class GRPOLambdaTrainer(GRPOTrainer):
     def _oar_advantages(self, output):
         """(B, T) advantages A_i · w_t (`grpo_lambda.oar`), with the policy as it is now."""
         model = self.accelerator.unwrap_model(self.model)
-        advantages, max_weight = oar_advantages(model, self._tokenizer, output, self.args, self.temperature)
+        advantages, max_weight = oar_advantages(model, self._tokenizer, output, self.args, self.temperature,
+                                                references=getattr(self, "_oar_references", None))
         if max_weight is not None:
             self._metrics["train"]["oar/max_weight"].append(max_weight)
         return advantages

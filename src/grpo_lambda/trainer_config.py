@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from trl import GRPOConfig
 
 from grpo_lambda.objectives import ObjectiveParams
-from grpo_lambda.variants import check_config_fields, check_trace_length
+from grpo_lambda.variants import OAR_PFINAL, check_config_fields, check_trace_length
 
 # Paper Table 2: negative advantages clamped at −0.1 for GRPO-λ.
 PAPER_ADVANTAGE_CLAMP = -0.1
@@ -44,7 +44,8 @@ class GRPOLambdaConfig(GRPOConfig):
     trace_update: str = field(
         default="trace",
         metadata={"help": "'trace': traced ratio inside the clip (ε-trace); 'weight': per-token loss times the "
-                  "trace of 1 + σ(log π − 1) (ε-weight)."},
+                  "trace of 1 + σ(log π − 1) (ε-weight, Algorithm 2); 'position': per-token loss times the trace of 1 "
+                  "(§3.2's per-position weight)."},
     )
     trace_eps: float = field(default=0.0, metadata={"help": "Floor ε of the off-diagonal trace weights."})
     trace_length: int | str | None = field(
@@ -52,7 +53,8 @@ class GRPOLambdaConfig(GRPOConfig):
         metadata={"help": "The absolute form's n. A number: a constant of the run, so that a token's weights do not "
                   "depend on its batch. None: max_completion_length, rounded up to pad_to_multiple_of. "
                   "'batch_max': the longest completion of each batch (the released code's default, "
-                  "use_batch_max_for_trace, under TRL's padding)."},
+                  "use_batch_max_for_trace, under TRL's padding). 'per_sequence': each completion's own "
+                  "length (use_batch_max_for_trace: false)."},
     )
     advantage_clamp: float | str | None = field(
         default="auto",
@@ -94,6 +96,17 @@ class GRPOLambdaConfig(GRPOConfig):
     oar_boost: float = field(default=1.0, metadata={"help": "OAR: boost β of the tokens above the quantile (the "
                                                     "authors' beta, 1.0)."})
     oar_sigma: float = field(default=1e-3, metadata={"help": "OAR-G: standard deviation of the embedding noise."})
+    oar_pfinal: str = field(
+        default="own_answer",
+        metadata={"help": "OAR: whose answer P_final scores. 'own_answer': the completion's own last \\boxed{} "
+                  "(the paper's 'the model's final answer'); 'reference': the authors' code, the row's reference "
+                  "answer appended after oar_conclude, the weights on every completion token."},
+    )
+    oar_conclude: str = field(
+        default="\nTherefore, the final answer is \\boxed{",
+        metadata={"help": "OAR with oar_pfinal 'reference': the text between the completion and the reference "
+                  "answer (the authors' 'conclude' segment, whose text their code does not show: ours)."},
+    )
     oar_answer_tokens: int = field(
         default=8,
         metadata={"help": "OAR: the final answer is the grader's (the last \\boxed{...} or \\fbox{...}), else this "
@@ -105,6 +118,8 @@ class GRPOLambdaConfig(GRPOConfig):
         self.advantage_clamp = _resolve_advantage_clamp(self.advantage_clamp, self.objective)
         if isinstance(self.oar_method, str) and self.oar_method.lower() in ("none", "null"):
             self.oar_method = None  # from a command line
+        if self.oar_pfinal not in OAR_PFINAL:
+            raise ValueError(f"oar_pfinal must be one of {OAR_PFINAL}, got {self.oar_pfinal!r}")
         check_config_fields(self)  # the fields a variant key sets, against the schema
         check_trace_length(self.trace_length)  # set by rl.trl, not by a variant
 

@@ -44,9 +44,13 @@ ESTIMATORS = {
 # The objectives whose ratio is the credit-weighted geometric mean of the ratios in its scope (P-trace, S-trace).
 HISTORY_OBJECTIVES = ("ptrace", "strace")
 OAR_METHODS = ("gradient", "perturbation")
+# Whose answer OAR's P_final scores: the completion's own (the paper's wording) or the reference (its authors' code).
+OAR_PFINAL = ("own_answer", "reference")
 # The absolute trace form's n when it is not a number: the longest completion of the batch the loss sees
 # (the released code's use_batch_max_for_trace, under TRL's padding). Set as rl.trl.trace_length.
 BATCH_MAX = "batch_max"
+# ... or each completion's own length (the released code's use_batch_max_for_trace: false).
+PER_SEQUENCE = "per_sequence"
 
 _DECAYED = ("grpo_lambda", *HISTORY_OBJECTIVES)  # the objectives with a decay λ (and γ)
 
@@ -69,9 +73,11 @@ OBJECTIVE_KEYS = {
     "oar_boost": ("oar_boost", None),
     "oar_sigma": ("oar_sigma", None),
     "oar_answer_tokens": ("oar_answer_tokens", None),
+    "oar_pfinal": ("oar_pfinal", None),
+    "oar_conclude": ("oar_conclude", None),
 }
 # The OAR keys that mean something only with an oar_method.
-OAR_PARAMETER_KEYS = ("oar_quantile", "oar_boost", "oar_sigma", "oar_answer_tokens")
+OAR_PARAMETER_KEYS = ("oar_quantile", "oar_boost", "oar_sigma", "oar_answer_tokens", "oar_pfinal", "oar_conclude")
 # Keys that name or label a variant and configure nothing of their own.
 DISPLAY_KEYS = ("objective", "label")
 # TRL GRPOConfig fields a variant may set (they define the algorithm, not the run); passed as they are.
@@ -284,8 +290,9 @@ def swept_variants(config: dict) -> dict[str, tuple[str, dict]]:
 
 
 def check_trace_length(length) -> None:
-    """A trace length is a positive int, "batch_max" or None; ValueError otherwise."""
-    if length is None or length == BATCH_MAX:
+    """A trace length is a positive int, "batch_max", "per_sequence" or None; ValueError otherwise."""
+    if length is None or length in (BATCH_MAX, PER_SEQUENCE):
         return
     if isinstance(length, bool) or not isinstance(length, int) or length < 1:
-        raise ValueError(f"trace_length must be a positive int, {BATCH_MAX!r} or None, got {length!r}")
+        raise ValueError(f"trace_length must be a positive int, {BATCH_MAX!r}, {PER_SEQUENCE!r} or None, "
+                         f"got {length!r}")

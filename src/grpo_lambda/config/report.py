@@ -22,6 +22,11 @@ REPORT_DEFAULTS = {
     "figure4_datasets": None,
     "smoothing": "auto",
     "final_window": 20,
+    "figure3_window": 20,
+    "figure3_paper_cells": False,
+    "figure4_variant": {"lam": 0.99, "style": "recent", "update": "trace"},
+    "eval_length_pooled": False,
+    "dataset_gain_variant": {"lam": 0.99, "style": "recent", "update": "trace"},
     "metric": "greedy",
     "equivalence_margin": {},
     "factorial": None,
@@ -72,6 +77,7 @@ def report_options(config: dict) -> dict:
                          f"(known: {list(config['models'])})")
     options["figure1_dataset"] = _figure1_dataset(config, options["figure1_model"], options["figure1_dataset"])
     options["figure4_datasets"] = _dataset_list(config, "figure4_datasets", options["figure4_datasets"])
+    _check_paper_figure_options(options)
     options["grpo_lambda_variant"] = _per_model_choice(config, options["grpo_lambda_variant"])
     options["factorial"] = _factorial(config, options["factorial"])
     options["checks"] = _checks(config, options["checks"], options["baseline"])
@@ -227,6 +233,24 @@ def _per_model_choice(config: dict, choice) -> dict:
             raise ValueError(f"report.grpo_lambda_variant must be 'mean', a variant name or a selector, "
                              f"got {value!r}")
     return per_model
+
+
+def _check_paper_figure_options(options: dict) -> None:
+    """figure3_window, figure3_paper_cells, figure4_variant, eval_length_pooled, dataset_gain_variant."""
+    window = options["figure3_window"]
+    if isinstance(window, bool) or not isinstance(window, int) or window < 1:
+        raise ValueError(f"report.figure3_window must be an integer >= 1, got {window!r}")
+    for key in ("figure3_paper_cells", "eval_length_pooled"):
+        if not isinstance(options[key], bool):
+            raise ValueError(f"report.{key} must be true or false, got {options[key]!r}")
+    for key, allowed in (("figure4_variant", "'best'"), ("dataset_gain_variant", None)):
+        value = options[key]
+        if isinstance(value, dict) and value and not set(value) - set(SELECTOR_FIELDS):
+            continue
+        if allowed and value == "best":
+            continue
+        raise ValueError(f"report.{key} must be a selector of variant fields {list(SELECTOR_FIELDS)}"
+                         + (f" or {allowed}" if allowed else "") + f", got {value!r}")
 
 
 def _horizon(config: dict, given) -> dict | None:

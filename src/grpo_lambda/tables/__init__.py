@@ -30,6 +30,8 @@ to one folder:
 ``diagnostics``         per variant, clip fractions, entropy, KL, groups without signal, DAPO's dropped
                         groups: mean over steps, t interval over seeds
 ``final_reward``        per run, the mean training reward of its last ``report.final_window`` steps
+``figure3_reward``      the same over ``report.figure3_window`` steps (Figure 3, Appendix D)
+``dataset_gain``        §4.3: per training set, GRPO-λ's gain over GRPO, mean over models, beside the published
 ``training_gain``       each variant's training reward relative to the baseline's (final window and
                         whole run), paired by seed with a t interval: the paper's "30–40%"
 ``training_curves``     the smoothed training curves (reward, KL) the figures draw (CSV only)
@@ -80,10 +82,18 @@ Options, under ``report:`` in the config (all optional; ``grpo_lambda.config.val
                         "auto" picks w = 1 − 1/(1 + n/50) for a run of n logged steps (an
                         averaging window of about 2% of the run: 0.44 for 40 steps, 0.995 for
                         10000).
-``final_window`` (20)   logged steps averaged for the final training reward (Figure 3, the
+``final_window`` (20)   logged steps averaged for the final training reward (the
                         ``final_reward`` and ``training_gain`` tables, the learning-speed threshold).
                         The paper's §4.1 averages the last 100 steps of 10,000 (config/paper.yaml
                         sets 100); the default suits the embedded runs of 25–40 steps.
+``figure3_window`` (20) logged steps Figure 3 averages (its caption: the last 20 iterations).
+``figure3_paper_cells`` (false) Figure 3 on its caption's cells only (the 1.5B models on ORZMath57K),
+                        Appendix D the rest; config/paper.yaml sets true.
+``figure4_variant``     the GRPO-λ variant Figure 4 draws: a selector (default ``{lam: 0.99, style: recent,
+                        update: trace}``) or ``best`` (the highest final training reward: a choice on the outcome).
+``eval_length_pooled`` (false) Appendix E.3: GRPO-λ's variants as one bar, their mean.
+``dataset_gain_variant`` the GRPO-λ variant of the ``dataset_gain`` table (§4.3), a selector (default as
+                        ``figure4_variant``'s).
 ``bootstrap``, ``seed`` accepted and unused: the intervals are analytic.
 
 Every interval is analytic and deterministic (``grpo_lambda.stats``): accuracies by a two-way (seed,

@@ -10,6 +10,7 @@ import pandas as pd
 from grpo_lambda.tables.appendix_e import appendix_e, appendix_e_published
 from grpo_lambda.tables.cells import Cells
 from grpo_lambda.tables.collect import load_published, missing_cells, summarise
+from grpo_lambda.tables.dataset_gain import dataset_gain_table
 from grpo_lambda.tables.diagnostics import diagnostics_table
 from grpo_lambda.tables.factorial import factorial_table
 from grpo_lambda.tables.horizon import horizon_errors_table, horizon_table
@@ -52,6 +53,8 @@ def tables_from(config: dict, data: RunData) -> dict[str, pd.DataFrame]:
         "learning_speed": lambda: learning_speed_table(config, data.logs, options),
         "diagnostics": lambda: diagnostics_table(config, data.logs, options),
         "final_reward": lambda: final_reward_table(config, data.logs, options["final_window"]),
+        "figure3_reward": lambda: final_reward_table(config, data.logs, options["figure3_window"]),
+        "dataset_gain": lambda: dataset_gain_table(by_variant, published_appendix, config, options),
         "training_gain": lambda: training_gain_table(config, data.logs, options),
         "training_curves": lambda: training_curves_table(config, data.logs, options),
         "table1_published": lambda: table1_published(t1, published_table1, config),
