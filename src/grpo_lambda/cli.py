@@ -35,6 +35,8 @@ CONFIGFILE_HELP = ("the study's config file, then any overlays merged over it in
                    "merges them")
 SET_HELP = ("override one key, as snakemake --config does: rl.max_steps=5, 'rl={max_steps: 5}', 'seeds=[0]' "
             "(the value takes the schema's type); repeatable")
+# The study a command reads when no --configfile is given (Snakemake's default too).
+DEFAULT_CONFIG = "config/config.yaml"
 # The config section each cell name is looked up in.
 _SECTIONS = {"model": "models", "dataset": "datasets", "variant": "variants", "benchmark": "benchmarks"}
 
@@ -121,15 +123,20 @@ def cmd_validate(args) -> None:
 def cmd_status(args) -> None:
     from grpo_lambda import status
 
+    if args.configfile is None:  # the default study's cells are rarely the grid a researcher runs: say so
+        args.configfile = [DEFAULT_CONFIG]
+        print(f"grpo-lambda status: no --configfile given: showing {DEFAULT_CONFIG}'s cells; give the study's "
+              "config and its overlays as the grid was run with them", file=sys.stderr)
     report = status.grid_status(_load_config(args), results=args.results,
                                 stale_minutes=args.stale_minutes)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print("\n".join(status.format_status(report)))
-    failed = [cell["cell"] for cell in report["cells"] if cell["state"] == "failed"]
-    if failed:  # a script or a cron job sees it without parsing the lines
-        print(f"grpo-lambda status: {len(failed)} failed: {', '.join(failed)}", file=sys.stderr)
+    attention = status.needing_attention(report)
+    if attention:  # a script or a cron job sees it without parsing the lines
+        print("grpo-lambda status: " + "; ".join(f"{len(names)} {state}: {', '.join(names)}"
+                                                 for state, names in attention.items()), file=sys.stderr)
         raise SystemExit(1)
 
 
@@ -384,9 +391,11 @@ def parser() -> argparse.ArgumentParser:
         description="One line per RL cell of the config: done; running (last step, last reward, steps per "
                     "minute, time left); failed (the line of its job log that says why); stalled (started, "
                     "nothing written for --stale-minutes: a rerun resumes it); missing. Then the totals. "
-                    "Reads the results tree only, so it works while a grid is writing it. Exit status 1 when "
-                    "a cell failed (named on standard error), else 0.")
-    config_options(sub, default=["config/config.yaml"])
+                    "Reads the results tree only, so it works while a grid is writing it. Cells of the tree "
+                    "that the config does not name (an overlay left out) follow, marked. Without --configfile: "
+                    "config/config.yaml, with a warning. Exit status 1 when "
+                    "a cell failed or stalled (named on standard error), else 0.")
+    config_options(sub)
     sub.add_argument("--results", metavar="DIR", help="the results folder (default: the config's results:)")
     sub.add_argument("--stale-minutes", type=float, default=30.0, metavar="MIN",
                      help="a started cell with no write for longer is stalled, not running (default: %(default)s)")
