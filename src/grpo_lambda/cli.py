@@ -46,7 +46,7 @@ def _load_config(args) -> dict:
     from grpo_lambda import config as config_module
 
     try:
-        return config_module.load(args.configfile, args.set or ())
+        return config_module.load_naming_source(args.configfile, args.set or (), given_as="--set")
     except FileNotFoundError as error:
         raise UsageError(f"config file {error.filename} does not exist") from None
     except config_module.ConfigError as error:
@@ -141,7 +141,8 @@ def cmd_status(args) -> None:
 
 
 def cmd_preflight(args) -> None:
-    """Exit 0 on go, 1 on no-go; the JSON record is written either way."""
+    """Exit 0 on go, 1 on no-go, 130 on Ctrl-C; the JSON record is written after every check (a partial one
+    when interrupted)."""
     from pathlib import Path
 
     from grpo_lambda import preflight
@@ -150,11 +151,13 @@ def cmd_preflight(args) -> None:
     if unknown:
         raise UsageError(f"--skip {unknown[0]}: no such check; the checks: {', '.join(preflight.CHECKS)}")
     config = _load_config(args)
-    record = preflight.run(config, cpu=args.cpu, quick=args.quick, skip=args.skip, work=args.work,
-                           study_config=args.study_config, out=lambda line: print(line, flush=True))
     path = Path(args.json or Path(args.work) / "preflight.json")
-    preflight.write(record, path)
+    record = preflight.run(config, cpu=args.cpu, quick=args.quick, skip=args.skip, work=args.work,
+                           study_config=args.study_config, out=lambda line: print(line, flush=True),
+                           save=lambda partial: preflight.write(partial, path))
     print(f"record: {path}")
+    if record["interrupted"]:
+        raise SystemExit(130)  # the shell's status for a command ended by Ctrl-C
     if record["verdict"] != "go":
         raise SystemExit(1)
 
@@ -407,15 +410,18 @@ def parser() -> argparse.ArgumentParser:
         description="Checks, in order: package versions, CUDA, bf16, an all-reduce across the visible GPUs, the "
                     "hub (the config's models and datasets cached or reachable), free disk against the grid's "
                     "estimate, the step-time ratio on a Qwen2.5-1.5B-shaped model, the embedded default study "
-                    "for one seed, and a 2-step train cell with colocated vLLM (when installed). Exit status 0 "
-                    "on go, 1 on no-go (docs/cluster.md).")
+                    "for one seed, and a 2-step train cell with colocated vLLM (when installed). Once a check "
+                    "fails, the slow ones are skipped (no-go already). Exit status 0 on go, 1 on no-go, 130 on "
+                    "Ctrl-C, with the record of the checks so far (docs/cluster.md).")
     config_options(sub, default=["config/config.yaml"])  # the grid's study: its hub sources and disk estimate
     sub.add_argument("--cpu", action="store_true",
-                     help="a node without a GPU: skip the GPU checks (without it, no GPU is a failure)")
+                     help="a node without a GPU: skip the GPU checks (without it, no GPU is a failure) and run the "
+                          "study check on a small built-in study (a verdict in ≤ 5 minutes on 2 cores)")
     sub.add_argument("--quick", action="store_true", help="skip the slow checks: step-ratio, study, vllm-colocate")
     sub.add_argument("--skip", nargs="+", default=[], metavar="CHECK", help="skip these checks")
-    sub.add_argument("--study-config", metavar="FILE", default="config/config.yaml",
-                     help="the study the study check runs for one seed (default: %(default)s)")
+    sub.add_argument("--study-config", metavar="FILE",
+                     help="the study the study check runs for one seed (default: config/config.yaml; with --cpu, "
+                          "a small built-in study of it that runs in minutes on 2 cores)")
     sub.add_argument("--work", metavar="DIR", default="results/preflight",
                      help="folder for the checks' runs and logs (default: %(default)s)")
     sub.add_argument("--json", metavar="FILE", help="the JSON record (default: WORK/preflight.json)")
