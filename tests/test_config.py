@@ -408,3 +408,20 @@ def test_every_rl_key_passed_to_trl_is_refused_under_rl_trl_and_trl_s_own_keys_a
         config = copy.deepcopy(base)
         config["rl"]["trl"] = allowed
         study.validate(config)
+
+
+@pytest.mark.parametrize("override, hint", [
+    # as found: `wandbb` listed no choices
+    ("rl.report_to=wandbb", "; did you mean 'wandb'? (one of: none, all, tensorboard, wandb,"),
+    ("rl.learnig_rate=1e-5", "('learnig_rate' was unexpected); did you mean 'learning_rate'?"),
+    ("evaluation.backend=vlm", "is not one of ['hf', 'vllm']; did you mean 'vllm'?"),
+    ("rl.steps_per_generation=2", "steps_per_generation is a field of TRL's GRPOConfig: set it under rl.trl"),
+    # as found: a generic schema error with no pointer to publishing
+    ("rl.push_to_hub=true", "push_to_hub: a cell's model is pushed by the publish rule (the config's publish: block, "
+                            "snakemake publish_all"),
+])
+def test_a_typo_or_a_misplaced_key_gets_the_likely_meaning_or_the_choices(override, hint):
+    with pytest.raises(study.ConfigError) as refused:
+        study.load(ROOT / "config" / "config.yaml", [override])
+    assert hint in str(refused.value)
+    assert "\n" not in str(refused.value)

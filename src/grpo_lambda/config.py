@@ -89,6 +89,24 @@ def load(paths: str | Path | list, overrides=(), *, source: str | None = None) -
     return validate(config, source=source)
 
 
+def load_naming_source(paths: str | Path | list, overrides=(), *, given_as: str) -> dict:
+    """``load``; when the files are valid alone and only the overrides make the config invalid, the error names
+    the overrides (``given_as``: ``--set`` or ``--config``) as the source of the bad value, not the files."""
+    try:
+        return load(paths, overrides)
+    except ConfigError as error:
+        if not overrides:
+            raise
+        files = " + ".join(str(path) for path in ([paths] if isinstance(paths, (str, Path)) else paths))
+        try:
+            load(paths)
+        except Exception:
+            raise error from None  # the files are invalid on their own: the error names them
+        text = str(error)
+        detail = text[len(files) + 2:] if text.startswith(files + ": ") else text
+        raise ConfigError(f"{given_as}: {detail} ({files} alone is valid)") from None
+
+
 def merge(base: dict, overlay: Mapping) -> dict:
     """``overlay`` merged into ``base`` (in place, and returned) by the rule Snakemake uses for several
     ``--configfile`` files and ``--config`` (``snakemake.utils.update_config``): a mapping merges key by
@@ -275,7 +293,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), _key_path(e)))
     if errors:
         error = jsonschema.exceptions.best_match(errors)
-        raise ConfigError(f"{source}: invalid value at '{_key_path(error)}': {error.message}")
+        raise ConfigError(f"{source}: invalid value at '{_key_path(error)}': {error.message}{_schema_hint(error, schema)}")
     _expand_sweep(config, source)
     _check_values(config, source)
     _check_references(config, source)
@@ -290,6 +308,42 @@ def validate(config: dict, *, source: str = "config") -> dict:
     _check_report(config, source)
     check_environment(config, source, repo_template=repo_template)
     return config
+
+
+def _schema_hint(error: jsonschema.ValidationError, schema: dict) -> str:
+    """What a schema error's message leaves out: the key or value a typo most likely meant (difflib), the choices
+    of a value the schema lists, where a TRL field goes, and that a hub push is the publish rule's."""
+    import difflib
+
+    def choices(node, depth=0) -> list:
+        if not isinstance(node, dict) or depth > 4:
+            return []
+        if "$ref" in node:  # "#/$defs/tracker"
+            node = functools.reduce(lambda part, name: part[name], node["$ref"].lstrip("#/").split("/"), schema)
+        found = list(node.get("enum", []))
+        for alternatives in (node.get("oneOf", []), node.get("anyOf", []), [node.get("items")]):
+            for alternative in alternatives:
+                found += [value for value in choices(alternative, depth + 1) if value not in found]
+        return found
+
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = list(error.schema.get("properties", {}))
+        hints = []
+        for key in (key for key in error.instance if key not in allowed):
+            if key in ("push_to_hub", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo"):
+                hints.append(f"{key}: a cell's model is pushed by the publish rule (the config's publish: block, "
+                             "snakemake publish_all; docs/running.md, Publishing), not by TRL")
+            elif error.path and error.path[-1] == "rl" and key in trl_config_fields():
+                hints.append(f"{key} is a field of TRL's GRPOConfig: set it under rl.trl")
+            elif close := difflib.get_close_matches(str(key), allowed, n=1):
+                hints.append(f"did you mean {close[0]!r}?")
+        return "".join(f"; {hint}" for hint in hints)
+    values = [value for value in choices(error.schema) if isinstance(value, str)]
+    if values and isinstance(error.instance, str):
+        close = difflib.get_close_matches(error.instance, values, n=1)
+        return ((f"; did you mean {close[0]!r}?" if close else "")
+                + ("" if error.validator == "enum" else f" (one of: {', '.join(values)})"))
+    return ""
 
 
 def _expand_sweep(config: dict, source: str) -> None:
