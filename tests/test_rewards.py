@@ -125,7 +125,10 @@ def test_a_user_reward_is_imported_and_checked_when_the_config_is_read(user_modu
     rewards = [{"name": "evaluation", "weight": 0.0}, {"name": f"{user_module}:digits", "weight": 1.0}]
     config = study.validate(_config(rewards=rewards))
     functions, weights = reward.reward_functions(reward.reward_specs(config["rl"]), max_completion_length=48)
-    assert [f.__name__ for f in functions] == ["accuracy_reward", "digits"] and weights == [0.0, 1.0]
+    # logged by the rl.rewards name they stand for (found: `evaluation` logged as accuracy_reward)
+    assert [f.__name__ for f in functions] == ["evaluation_reward", "digits"] and weights == [0.0, 1.0]
+    columns = train.reward_columns([f.__name__ for f in functions], weights)
+    assert columns["evaluation_reward"] == "rewards/evaluation_reward/mean" and "accuracy_reward" not in columns
     assert functions[1](["a1b22", "none"], answer=["3", "4"]) == [3.0, 0.0]
 
 
@@ -150,7 +153,7 @@ def test_a_bad_reward_is_refused_naming_the_entry_and_why(user_module, name, cul
     ({"reward": "strict", "rewards": [{"name": "evaluation"}]}, r"rl\.reward and rl\.rewards: give rl\.rewards or"),
     ({"rewards": [{"name": "evaluation", "weight": 0}, {"name": "format", "weight": 0}]}, r"every weight is 0"),
     ({"rewards": [{"name": "evaluation"}, {"name": "evaluation", "weight": 0}]},
-     r"rl\.rewards\[1\]: 'evaluation' is logged as 'accuracy_reward', like rl\.rewards\[0\]"),
+     r"rl\.rewards\[1\]: 'evaluation' is logged as 'evaluation_reward', like rl\.rewards\[0\]"),
     ({"rewards": [{"name": "evaluation"}, {"name": "overlong", "weight": 1}]},
      r"rl\.rewards\[1\]\.name: .*cache_tokens"),
     ({"rewards": [{"name": "evaluation"}, {"name": "overlong", "cache_tokens": 8, "max_tokens": 4}]},
