@@ -68,6 +68,9 @@ VARIANTS = {
     "oar_g": {"objective": "grpo", "oar_method": "gradient"},
     "oar_p": {"objective": "grpo", "oar_method": "perturbation"},
     "grpo-lambda-clip-higher": {"objective": "grpo_lambda", "lam": 0.99, "epsilon_high": 0.28},
+    "otb": {"objective": "grpo", "advantage_estimator": "otb"},
+    "tempo": {"objective": "grpo", "advantage_estimator": "tempo"},
+    "delta_v_bound": {"objective": "grpo", "advantage_estimator": "delta_v_bound"},
 }
 # On a GPU: the variants whose loss arithmetic differs (sequence-level GSPO, the loss types and the
 # scored-batch work are timed on the CPU); OAR-P's forward pass per token would take minutes at 1.5B.
@@ -180,7 +183,8 @@ def time_objective(params, inputs, iterations=200, strace_quantile=0.8):
 
 
 def shapes_scored_batch(trainer):
-    return trainer.args.dynamic_sampling or trainer.args.oar_method is not None
+    return (trainer.args.dynamic_sampling or trainer.args.oar_method is not None
+            or trainer.args.advantage_estimator != "grpo")
 
 
 def time_scored_batch(trainer, inputs, rounds):

@@ -93,6 +93,9 @@ def test_compare_lines_set_the_methods_options(tmp_path):
     assert (combined.objective, combined.trace_lambda, combined.epsilon_high, combined.dynamic_sampling) == (
         "grpo_lambda", 0.99, 0.28, True)
     assert config("ptrace").advantage_clamp is None and combined.advantage_clamp == -0.1
+    assert config("otb").advantage_estimator == "otb" and config("tempo").advantage_estimator == "tempo"
+    assert (config("entropy-80-20").objective, config("entropy-80-20").top_entropy_quantile) == ("grpo", 0.2)
+    assert config("grpo").advantage_estimator == "grpo"
 
 
 @pytest.mark.parametrize("variant, culprit", [
@@ -155,7 +158,9 @@ def test_dr_grpo_centres_without_scaling_and_divides_by_group_times_max_length(m
     groups = rewards.view(-1, GROUP)
     centred = groups - groups.mean(1, keepdim=True)
     assert any(abs(std - 1) > 0.1 for std in groups.std(1).tolist() if std > 0)  # scaling would change it
-    torch.testing.assert_close(output["advantages"], centred.flatten(), rtol=1e-6, atol=1e-6)
+    # the scored batch holds per-token advantages (grpo_lambda.advantages): A_i on every token of completion i
+    torch.testing.assert_close(output["advantages"], centred.flatten().unsqueeze(1).expand_as(output["advantages"]),
+                               rtol=1e-6, atol=1e-6)
 
     inputs = toy_inputs()
     logps = -torch.rand(inputs["completion_mask"].shape, dtype=torch.float64)
@@ -260,6 +265,9 @@ TRAINED = {
     "oar_p": "oar/max_weight",
     "recent-trace-0.99-dapo": "dynamic_sampling/dropped_groups",
     "recent-trace-0.99-oar-g": "oar/max_weight",
+    "otb": None,
+    "tempo": None,
+    "entropy-80-20": None,
 }
 
 

@@ -12,7 +12,7 @@ from grpo_lambda import config as study
 from grpo_lambda.stats import holm, t_interval
 from grpo_lambda.tables.build import build_tables
 from grpo_lambda.tables.labels import variant_label
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 from grpo_lambda.tables.verdicts import verdict
 from results_tree import STUDY_SEEDS, build_study_tree, make_study_config, study_train_log
 

@@ -16,7 +16,7 @@ from grpo_lambda import figures, stats
 from grpo_lambda.tables import names, training, write
 from grpo_lambda.tables.collect import collect_train_logs
 from grpo_lambda.tables.labels import method_label, variant_label
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 from grpo_lambda.traces import STYLES, trace_matrix
 from results_tree import (CHECKPOINT, DATASETS, EFFECT, MAX_STEPS, SEEDS, mean_over_seeds, accuracy,
                           make_config)

@@ -40,7 +40,7 @@ def test_the_sft_paths():
 
 # the files that name an SFT folder: the rules, the config's sft_folder, the tables' reader
 SFT_READERS = ("workflow/rules/common.smk", "workflow/rules/sft.smk", "workflow/rules/eval.smk",
-               "src/grpo_lambda/config.py", "src/grpo_lambda/tables/collect.py")
+               "src/grpo_lambda/config/settings.py", "src/grpo_lambda/tables/collect.py")
 
 
 def test_the_rules_config_and_tables_take_the_sft_folder_from_layout():

@@ -9,7 +9,7 @@ import pytest
 from grpo_lambda import figures
 from grpo_lambda.tables import learning_speed
 from grpo_lambda.tables.collect import collect_train_logs
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 from grpo_lambda.tables.write import write_table
 
 STEPS = np.arange(1, 41)

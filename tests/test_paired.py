@@ -16,7 +16,7 @@ import pytest
 
 from grpo_lambda.tables.cells import Cells
 from grpo_lambda.tables.collect import collect_samples
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 from grpo_lambda.tables.paired import paired_table
 
 SEEDS = [0, 1]

@@ -12,7 +12,7 @@ import pytest
 from grpo_lambda import stats
 from grpo_lambda.stats import Interval, Term, linear_interval, mean_interval, paired_difference, t_interval
 from grpo_lambda.tables.cells import Cells
-from grpo_lambda.tables.options import REPORT_DEFAULTS
+from grpo_lambda.config.report import REPORT_DEFAULTS
 
 
 def test_estimate_is_the_pooled_mean_and_lies_in_its_interval():

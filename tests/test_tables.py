@@ -14,7 +14,7 @@ from grpo_lambda.tables.build import build_tables
 from grpo_lambda.tables.collect import collect, collect_samples, expected_cells, load_published, summarise
 from grpo_lambda.tables.labels import _published_variant, variant_label
 from grpo_lambda.tables.names import table_files
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 from results_tree import (BENCHMARKS, CHECKPOINT, DATASETS, MAX_STEPS, SEEDS, accuracy, build_tree, make_config,
                           mean_over_seeds)
 

@@ -96,8 +96,9 @@ def test_training_steps_log_trace_weight(model_dir, tmp_path):
 
 
 def base_config(tmp_path, **kwargs):
+    """A CPU config of 4 × 4 completions; a variant's own num_generations (e.g. compare.yaml's otb-g4) wins."""
     return GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
-                            per_device_train_batch_size=4, num_generations=4, **kwargs)
+                            **{"per_device_train_batch_size": 4, "num_generations": 4, **kwargs})
 
 
 def test_config_advantage_clamp_defaults(tmp_path):

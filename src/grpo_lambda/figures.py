@@ -66,7 +66,7 @@ from grpo_lambda.files import atomic_path, write_text  # noqa: E402
 from grpo_lambda.tables.keys import AVERAGE, SFT  # noqa: E402
 from grpo_lambda.tables.labels import objective, variant_label, variant_spec  # noqa: E402
 from grpo_lambda.tables.names import expand, FIGURE_FORMATS, FIGURES  # noqa: E402
-from grpo_lambda.tables.options import report_options  # noqa: E402
+from grpo_lambda.config.report import report_options  # noqa: E402
 from grpo_lambda.traces import STYLES, trace_matrix  # noqa: E402
 from grpo_lambda.variants import BATCH_MAX  # noqa: E402
 from matplotlib.collections import PathCollection  # noqa: E402
@@ -539,6 +539,54 @@ def checkpoints_figure(config: dict, table: pd.DataFrame, model: str):
 _TEXT_COLUMNS = ("model", "dataset", "variant", "benchmark", "method", "variants", "metric")
 
 
+def horizon_figure(config: dict, horizon: pd.DataFrame):
+    """The ``horizon`` table: per pair (a panel each), the simple effect at each horizon against its chain
+    length (log scale) with its 95% interval, a dot per seed, and the fitted trend (the table's slope,
+    through the effects' mean); each arm's accuracy on a second row, so a ceiling or a floor shows."""
+    effects = horizon[horizon["role"] == "effect"] if not horizon.empty else horizon
+    pairs = list(dict.fromkeys(effects["pair"])) if not effects.empty else []
+    fig, axes = _grid(2, max(len(pairs), 1), width=4.2, height=3.0)
+    if not pairs:
+        _note(axes[0, 0], "no horizon study (report.horizon) or no results yet")
+        _note(axes[1, 0], "")
+        return fig
+    for c, pair in enumerate(pairs):
+        rows = effects[effects["pair"] == pair].sort_values("chain_length")
+        ax = axes[0, c]
+        x = rows["chain_length"].to_numpy(float)
+        ax.axhline(0.0, color="#888888", lw=0.8)
+        for xi, text in zip(x, rows["per_seed"].fillna("")):
+            values = [float(part.split(":")[1]) for part in str(text).split(";") if ":" in part]
+            jitter = xi * np.exp(np.linspace(-0.04, 0.04, len(values))) if values else []
+            ax.scatter(jitter, values, s=9, color="#7f7f7f", alpha=0.7, zorder=2)
+        ax.errorbar(x, rows["estimate"], yerr=_errors(rows["estimate"].to_numpy(float), rows["estimate_low"].to_numpy(float),
+                                                       rows["estimate_high"].to_numpy(float)),
+                    fmt="o", color=GRPO_LAMBDA_METHOD_COLOUR, capsize=3, zorder=3, label="effect, 95% CI")
+        trend = horizon[(horizon["role"] == "trend") & (horizon["pair"] == pair)]
+        if len(trend) and np.isfinite(trend["estimate"].iloc[0]) and np.isfinite(rows["estimate"]).all():
+            slope = float(trend["estimate"].iloc[0])
+            logs = np.log(x)
+            centre = float(np.mean(rows["estimate"])) - slope * float(np.mean(logs))
+            ax.plot(x, centre + slope * logs, "--", color=GRPO_LAMBDA_METHOD_COLOUR, lw=1,
+                    label=f"slope {slope:+.3f} [{trend['estimate_low'].iloc[0]:+.3f}, {trend['estimate_high'].iloc[0]:+.3f}]")
+        ax.set_xscale("log")
+        ax.set_title(pair, fontsize=9)
+        ax.set_ylabel("accuracy, treatment − baseline", fontsize=8)
+        ax.legend(fontsize=7)
+        arms = axes[1, c]
+        for column, label, colour in (("sft_accuracy", "SFT", SFT_COLOUR), ("baseline_accuracy", "baseline", GRPO_COLOUR),
+                                      ("treatment_accuracy", "treatment", GRPO_LAMBDA_METHOD_COLOUR)):
+            arms.errorbar(x, rows[column], yerr=_errors(rows[column].to_numpy(float), rows[f"{column}_low"].to_numpy(float),
+                                                         rows[f"{column}_high"].to_numpy(float)),
+                          fmt="o-", color=colour, capsize=3, label=label)
+        arms.set_xscale("log")
+        arms.set_ylim(0, 1)
+        arms.set_xlabel("chain length (characters of the worked solution)", fontsize=8)
+        arms.set_ylabel("held-out accuracy", fontsize=8)
+        arms.legend(fontsize=7)
+    return fig
+
+
 def read_table(tables_dir: str | os.PathLike, name: str) -> pd.DataFrame:
     """The table ``name`` from the CSV file the aggregate stage wrote into ``tables_dir``."""
     path = Path(tables_dir) / f"{name}.csv"
@@ -650,6 +698,7 @@ def main(config: dict, tables_dir: str | os.PathLike, out_dir: str | os.PathLike
         "appendix_c_{model}": lambda model: appendix_c_figure(config, table("training_curves"), options, model),
         "eval_length": lambda: eval_length_figure(config, table("results_by_variant")),
         "checkpoints_{model}": lambda model: checkpoints_figure(config, table("checkpoints"), model),
+        "horizon": lambda: horizon_figure(config, table("horizon")),
     }
     paths = []
     for name, template, fields in expand(FIGURES, config):

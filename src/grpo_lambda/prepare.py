@@ -34,13 +34,16 @@ def rows_for(settings: dict, summary: files.ReadSummary | None = None) -> tuple[
     """The normalised rows and the number of source rows dropped as unusable."""
     key, role = settings["key"], settings["role"]
     if settings["source"] == "synthetic":
+        horizon = {"columns": settings["columns"], "carry_free_share": settings.get("carry_free_share", 1.0)} \
+            if "columns" in settings else {}
         if role == "train":
             rows = arith.generate(settings["n"], seed=settings["seed"], levels=settings.get("levels"),
                                   box_rate=settings.get("box_rate", 1.0),
-                                  carry_error_rate=settings.get("carry_error_rate", 0.0), prefix=key)
+                                  carry_error_rate=settings.get("carry_error_rate", 0.0), prefix=key, **horizon)
         else:
-            rows = arith.generate(settings["n"], seed=settings["seed"], levels=[settings["level"]],
-                                  held_out=True, prefix=key)
+            levels = None if horizon else [settings["level"]]
+            rows = arith.generate(settings["n"], seed=settings["seed"], levels=levels, held_out=True,
+                                  prefix=key, **horizon)
         if summary is not None:
             summary.rows = len(rows)
         return rows, 0

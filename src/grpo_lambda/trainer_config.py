@@ -59,6 +59,12 @@ class GRPOLambdaConfig(GRPOConfig):
         metadata={"help": "Advantages below this value are raised to it. 'auto': −0.1 for grpo_lambda (paper "
                   "Table 2), none for the others; 'none': no clamp."},
     )
+    advantage_estimator: str = field(
+        default="grpo",
+        metadata={"help": "Per-token advantage estimator (grpo_lambda.advantages.ADVANTAGE_ESTIMATORS): 'grpo' "
+                  "(TRL's group-normalised advantage), 'otb' (optimal token baseline), 'tempo' (prefix-tree TD at "
+                  "branch points) or 'delta_v_bound' (GRPO-λ's Lemma 1 bound added)."},
+    )
     strace_quantile: float = field(
         default=0.8,
         metadata={"help": "S-trace: the trace keeps the tokens whose entropy is at least this batch quantile "

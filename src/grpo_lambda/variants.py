@@ -32,6 +32,15 @@ OBJECTIVES = {
     "ptrace": "P-trace: each token's ratio a decayed geometric mean of its scope's ratios",
     "strace": "S-trace: P-trace whose credit reaches only the high-entropy tokens",
 }
+# Advantage estimator -> what it is (docs/objectives.md has its formula): the names a variant's
+# ``advantage_estimator`` may take, checked here without torch; each one's function is its line in
+# grpo_lambda.advantages.ADVANTAGE_ESTIMATORS (a test keeps the two tables equal).
+ESTIMATORS = {
+    "grpo": "TRL's group-normalised advantage A_i (OAR's A_i · w_t with oar_method) on every token",
+    "otb": "the optimal token baseline: G_t − Σ_j G_t W_t / Σ_j W_t, W the realised energy of the prefix",
+    "tempo": "TEMPO: A_i plus the prefix tree's TD difference V(y_≤t) − V(y_<t) at the group's branch points",
+    "delta_v_bound": "A_i plus GRPO-λ's Lemma 1 bound on V(s_0) − V(s_t): 1 − Π_{k<t} (1 − π(EOS))",
+}
 # The objectives whose ratio is the credit-weighted geometric mean of the ratios in its scope (P-trace, S-trace).
 HISTORY_OBJECTIVES = ("ptrace", "strace")
 OAR_METHODS = ("gradient", "perturbation")
@@ -53,6 +62,7 @@ OBJECTIVE_KEYS = {
     "strace_mode": ("strace_mode", ("strace",)),
     "scope": ("history_scope", HISTORY_OBJECTIVES),
     "advantage_clamp": ("advantage_clamp", None),
+    "advantage_estimator": ("advantage_estimator", None),
     "dynamic_sampling": ("dynamic_sampling", None),
     "oar_method": ("oar_method", None),
     "oar_quantile": ("oar_quantile", None),
@@ -125,6 +135,7 @@ def variant_config_kwargs(variant: dict) -> dict:
         stray = [key for key in OAR_PARAMETER_KEYS if key in variant]
         if stray:
             raise ValueError(f"variant keys {stray} need oar_method ('gradient' or 'perturbation')")
+    check_estimator_combination(kwargs.get("advantage_estimator", "grpo"), kwargs.get("oar_method"))
     return kwargs
 
 
@@ -134,6 +145,17 @@ def check_config_fields(config) -> None:
     check_objective("objective", config.objective)
     for key, (field_name, _) in OBJECTIVE_KEYS.items():
         check_value(field_name, key, getattr(config, field_name))
+    check_estimator_combination(config.advantage_estimator, config.oar_method)
+
+
+def check_estimator_combination(estimator, oar_method) -> None:
+    """Raise ValueError unless `estimator` is registered (``ESTIMATORS``) and combines with `oar_method`: OAR
+    reshapes GRPO's sequence advantage A_i, which only the estimators built on A_i read."""
+    if not isinstance(estimator, str) or estimator not in ESTIMATORS:
+        raise ValueError(f"advantage_estimator: {estimator!r} is not an advantage estimator; known: "
+                         f"{', '.join(ESTIMATORS)} (grpo_lambda.variants.ESTIMATORS)")
+    if oar_method is not None and estimator == "otb":
+        raise ValueError("oar_method reshapes GRPO's advantage A_i, which advantage_estimator 'otb' does not use")
 
 
 def check_objective(name: str, value) -> None:

@@ -25,6 +25,17 @@ level 1 to about a tenth at level 5, less its own slips), while its samples at t
 the carry part of the time. A group of samples for a problem with a carry then disagrees on
 correctness, GRPO's advantages are non-zero on it, and the token that decides is the carry.
 
+Horizons: a chain of any length (``columns``), at fixed difficulty. ``generate(columns=H,
+carry_free_share=q)`` draws two H-digit operands column by column so that each column carries with
+probability ``1 - q ** (1 / H)``: a share q of the problems never carry, whatever H, and the number of
+carries a problem holds has about the same distribution at every H (mean ``-ln q`` carries). The SFT
+model's greedy chain drops every carry (the teacher's ``carry_error_rate`` is above one half), so its
+greedy accuracy stays near q at every horizon, and a group of samples disagrees on about the same
+share of problems; what grows with H is only the length of the chain the deciding token sits in. The
+teacher's ``carry_error_rate`` alone cannot hold the difficulty: the greedy chain follows the teacher's
+majority, so the SFT model's greedy accuracy jumps from the carry-free share to nearly 1 as the rate
+crosses one half, and the carry-free share of uniform digits falls as about 0.55 ** H.
+
 Training and held-out problems never overlap: a problem belongs to the held-out side iff a stable
 hash of its text is divisible by ``HELD_OUT_MODULUS``, whatever seed or level generated it.
 """
@@ -41,6 +52,35 @@ HELD_OUT_MODULUS = 5
 
 def _random_operand(rng: random.Random, digits: int) -> int:
     return rng.randint(10 ** (digits - 1), 10**digits - 1)
+
+
+def carry_rate(columns: int, carry_free_share: float) -> float:
+    """The per-column carry probability at which a share ``carry_free_share`` of ``columns``-column
+    problems never carries."""
+    return 1.0 - carry_free_share ** (1.0 / columns)
+
+
+def _horizon_operands(rng: random.Random, columns: int, rate: float) -> list[int]:
+    """Two ``columns``-digit operands whose columns, right to left, each carry with probability ``rate``.
+
+    Per column: draw whether it carries, then its top digit uniformly among those that leave a
+    matching bottom digit, then the bottom digit uniformly among those. The leading digits are 1-9.
+    """
+    top, bottom, carry_in = [], [], 0
+    for column in range(columns):
+        low = 1 if column == columns - 1 else 0
+        carries = rng.random() < rate
+        if carries:  # a + b + carry_in >= 10 with b <= 9
+            a = rng.choice([d for d in range(low, 10) if d + 9 + carry_in >= 10])
+            b = rng.randint(max(low, 10 - a - carry_in), 9)
+        else:  # a + b + carry_in <= 9 with b >= low
+            a = rng.choice([d for d in range(low, 10) if d + low + carry_in <= 9])
+            b = rng.randint(low, 9 - a - carry_in)
+        top.append(a)
+        bottom.append(b)
+        carry_in = int(carries)
+    as_number = lambda digits: int("".join(map(str, reversed(digits))))  # noqa: E731
+    return [as_number(top), as_number(bottom)]
 
 
 def solution_steps(operands: list[int], *, wrong_carries: frozenset[int] = frozenset()) -> tuple[str, int]:
@@ -92,13 +132,27 @@ def is_held_out(problem: str) -> bool:
 
 
 def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bool = False,
-             box_rate: float = 1.0, carry_error_rate: float = 0.0, prefix: str = "arith") -> list[dict]:
-    """``n`` distinct problems drawn uniformly over ``levels``; deterministic in ``seed``.
+             box_rate: float = 1.0, carry_error_rate: float = 0.0, prefix: str = "arith",
+             columns: int | None = None, carry_free_share: float | None = None) -> list[dict]:
+    """``n`` distinct problems drawn uniformly over ``levels``, or at one horizon of ``columns``
+    columns whose carry-free share is ``carry_free_share`` (see the module docstring); deterministic
+    in ``seed``.
 
     Rows carry ``id``, ``problem``, ``answer`` (the correct sum, which the grader checks),
     ``solution`` (the SFT target: boxed with probability ``box_rate``, each carry written one less
-    with probability ``carry_error_rate``), ``level`` and ``step_errors`` (wrong carries in it).
+    with probability ``carry_error_rate``), ``level`` (the level, or the number of columns),
+    ``carries`` (how many columns of the correct chain carry) and ``step_errors`` (wrong carries in
+    the target).
     """
+    if columns is not None:
+        if levels is not None:
+            raise ValueError("give levels or columns, not both")
+        if not (isinstance(columns, int) and columns >= 1):
+            raise ValueError(f"columns must be a positive integer, got {columns!r}")
+        if carry_free_share is None or not 0.0 < carry_free_share <= 1.0:
+            raise ValueError(f"carry_free_share must lie in (0, 1] with columns, got {carry_free_share!r}")
+    elif carry_free_share is not None:
+        raise ValueError("carry_free_share applies only with columns")
     levels = list(levels or LEVELS)
     unknown = [level for level in levels if level not in LEVELS]
     if unknown:
@@ -107,21 +161,28 @@ def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bo
         if not 0.0 <= rate <= 1.0:
             raise ValueError(f"{name} must lie in [0, 1], got {rate}")
     rng = random.Random(seed)
+    rate = carry_rate(columns, carry_free_share) if columns is not None else None
     rows, seen = [], set()
     attempts = 0
     while len(rows) < n:
         attempts += 1
         if attempts > 100 * n + 1000:
-            raise ValueError(f"cannot draw {n} distinct problems at levels {levels}")
-        level = rng.choice(levels)
-        operands = [_random_operand(rng, digits) for digits in LEVELS[level]]
+            where = f"{columns} columns" if columns is not None else f"levels {levels}"
+            raise ValueError(f"cannot draw {n} distinct problems at {where}")
+        if columns is not None:
+            level, operands = columns, _horizon_operands(rng, columns, rate)
+        else:
+            level = rng.choice(levels)
+            operands = [_random_operand(rng, digits) for digits in LEVELS[level]]
         boxed = rng.random() < box_rate
-        wrong = frozenset(c for c in carry_columns(operands) if rng.random() < carry_error_rate)
+        carries = carry_columns(operands)
+        wrong = frozenset(c for c in carries if rng.random() < carry_error_rate)
         row = make_problem(operands, boxed=boxed, wrong_carries=wrong)
         if row["problem"] in seen or is_held_out(row["problem"]) != held_out:
             continue
         seen.add(row["problem"])
-        rows.append({"id": f"{prefix}-{len(rows)}", **row, "level": level, "step_errors": len(wrong)})
+        rows.append({"id": f"{prefix}-{len(rows)}", **row, "level": level, "carries": len(carries),
+                     "step_errors": len(wrong)})
     return rows
 
 

@@ -23,6 +23,10 @@ to one folder:
                         threshold per variant, with intervals over seeds and paired gaps to the baseline,
                         each with its verdict
 ``factorial``           the main effects and interaction of a 2 × 2 design (``report.factorial``)
+``horizon``             a horizon study's (``report.horizon``): each pair's effect at each chain length on
+                        its own suite and its trend with ln(chain length), the primary test
+``horizon_errors``      a horizon study's: per chain length and arm, where the greedy chains first go
+                        wrong (a carry, or elsewhere) and where the first carry error sits
 ``diagnostics``         per variant, clip fractions, entropy, KL, groups without signal, DAPO's dropped
                         groups: mean over steps, t interval over seeds
 ``final_reward``        per run, the mean training reward of its last ``report.final_window`` steps
@@ -56,6 +60,8 @@ Options, under ``report:`` in the config (all optional; ``grpo_lambda.config.val
                         within ±margin by TOST after Holm is ``equivalent``; no margin, no such verdict.
 ``factorial``           a 2 × 2 design: ``{factors: [a, b], cells: {variant: {a: true|false, b: true|false}}}``,
                         each of the four level combinations exactly one variant (checked).
+``horizon``             a horizon study: ``{chains: {dataset: benchmark}, pairs: {name: {treatment,
+                        baseline}}, equivalence_margin: {effect, slope}}`` (grpo_lambda.tables.horizon)
 ``figure1_model``       the model of Figure 1 (default: the one whose ``paper_name`` is
                         DeepSeek-R1-Distill-Qwen-7B, as in the paper, else the first model).
 ``figure1_dataset``     the training set of Figure 1's cell, or ``"mean"`` (Table 1's methods, mean
@@ -84,8 +90,9 @@ a mean over datasets are fixed (they are the study's design, not a sample).
 
 One module per job:
 
-``keys``        the keys of a cell (``KEYS``), the names ``final``, ``sft``, ``average``, ``all``, the ``METRICS``
-``options``     the ``report:`` options above (``report_options``, ``REPORT_DEFAULTS``)
+``keys``        the keys of a cell (``KEYS``), the names ``final``, ``sft``, ``average``, ``all``
+(the ``report:`` options above, ``report_options`` and ``REPORT_DEFAULTS``, are ``grpo_lambda.config.report``'s:
+the config's checks read them before any job, so they live below both)
 ``labels``      variants and methods: ``variant_spec``, ``variant_label`` (one label per variant, everywhere),
                 ``method_variants`` (Table 1's rows), ``method_label``, the published twin of a variant
 ``collect``     reading the results folder: ``collect_samples``, ``summarise``, ``sampled_per_problem``,
@@ -101,6 +108,7 @@ One module per job:
 ``appendix_e``  ``appendix_e`` and ``appendix_e_published``
 ``learning_speed`` ``learning_speed_table``, ``run_statistics``
 ``factorial``   ``factorial_table``
+``horizon``     ``horizon_table``, ``horizon_errors_table``, ``collect_first_errors``
 ``diagnostics`` ``diagnostics_table``
 ``training``    ``final_reward_table``, ``training_curves_table``, ``training_gain_table``
 ``names``       the ordered names of the tables and figures (``table_names``, ``figure_names``), read by
@@ -114,7 +122,7 @@ One module per job:
 from grpo_lambda.tables.build import build_tables
 from grpo_lambda.tables.collect import collect, collect_samples, collect_train_logs, load_published, summarise
 from grpo_lambda.tables.names import figure_names, table_files, table_names
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 from grpo_lambda.tables.write import main, write_table
 
 __all__ = ["build_tables", "collect", "collect_samples", "collect_train_logs", "figure_names", "load_published",

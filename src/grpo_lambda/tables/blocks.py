@@ -15,8 +15,10 @@ where docs/<run>/spread.csv holds them, the predictions for a run on another mac
 (the verdicts, as sentences), ``comparison`` (every line against the baseline: accuracy and
 training-reward AUC), ``factorial`` (the effects of report.factorial), ``diagnostics`` (clip
 fractions, entropy, KL, DAPO's dropped groups), ``spread`` (docs/<run>/spread.csv: the headline numbers
-of one run per SFT seed, their mean and the prediction for one more run) and ``provenance`` (what made
-the run).
+of one run per SFT seed, their mean and the prediction for one more run), ``provenance`` (what made
+the run), and a horizon study's (report.horizon) ``horizon`` (each pair's effect per chain length and
+its trend), ``horizon_errors`` (where the first carry error sits, per arm) and ``horizon_finding`` (what
+the trend's verdict says, as sentences).
 """
 
 from __future__ import annotations
@@ -28,11 +30,12 @@ import pandas as pd
 
 from grpo_lambda.tables.keys import ALL_DATASETS, AVERAGE
 from grpo_lambda.tables.labels import variant_label
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 from grpo_lambda.tables.verdicts import AHEAD, BEHIND, EQUIVALENT, UNRESOLVED
 
 MARKER = re.compile(r"<!-- generated: (?P<name>[\w.-]+/[\w.-]+) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
-BLOCKS = ("headline", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance")
+BLOCKS = ("headline", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance", "horizon",
+          "horizon_errors", "horizon_finding")
 VERDICT_ORDER = (AHEAD, BEHIND, EQUIVALENT, UNRESOLVED)
 
 
@@ -65,7 +68,10 @@ def run_blocks(run: str, config: dict, tables: dict[str, pd.DataFrame], info: di
               "factorial": lambda: _factorial(tables["factorial"], options),
               "diagnostics": lambda: _diagnostics(tables["diagnostics"]),
               "spread": lambda: _spread(spread),
-              "provenance": lambda: _provenance(info)}
+              "provenance": lambda: _provenance(info),
+              "horizon": lambda: _horizon(tables.get("horizon")),
+              "horizon_errors": lambda: _horizon_errors(config, tables.get("horizon_errors")),
+              "horizon_finding": lambda: _horizon_finding(config, tables.get("horizon"), options)}
     return {f"{run}/{name}": makers[name]() for name in BLOCKS}
 
 
@@ -351,3 +357,82 @@ def _provenance(info: dict) -> str:
     lines.append(f"- Tables rebuilt from `raw/` by commit `{str(published.get('commit', 'unknown'))[:12]}` "
                  f"({_state(published.get('dirty'))}).")
     return "\n".join(lines) + "\n"
+
+
+# --- a horizon study's blocks (grpo_lambda.tables.horizon) ------------------------------------------
+
+def _horizon(horizon: pd.DataFrame | None) -> str:
+    if horizon is None or horizon.empty:
+        return "No horizon study (report.horizon) in this run.\n"
+    header = ["pair", "chain (columns, tokens)", "SFT accuracy", "steps with signal", "baseline", "treatment",
+              "effect [95% CI]", "Holm p", "TOST p (Holm)", "MDE", "verdict", "per seed"]
+    lines = []
+    for _, row in horizon.iterrows():
+        if row["role"] == "trend":
+            lines.append([row["pair"], "**trend**: slope per unit ln(chain length)", "", "", "", "",
+                          _interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
+                          _p(row["p_holm"]), _p(row["p_equivalence_holm"]), _level(row["mde"]),
+                          f"**{row['verdict'] or '–'}**", ""])
+            continue
+        lines.append([row["pair"], f"{int(row['columns'])}, {row['chain_length']:.0f}",
+                      _interval(row["sft_accuracy"], row["sft_accuracy_low"], row["sft_accuracy_high"]),
+                      _level(row["steps_with_signal"]),
+                      _interval(row["baseline_accuracy"], row["baseline_accuracy_low"], row["baseline_accuracy_high"]),
+                      _interval(row["treatment_accuracy"], row["treatment_accuracy_low"],
+                                row["treatment_accuracy_high"]),
+                      _interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
+                      _p(row["p_holm"]), _p(row["p_equivalence_holm"]), _level(row["mde"]), row["verdict"] or "–",
+                      str(row["per_seed"] or "").replace("-", "−")])
+    return _table(header, lines)
+
+
+def _horizon_errors(config: dict, errors: pd.DataFrame | None) -> str:
+    if errors is None or errors.empty:
+        return "No horizon study (report.horizon) in this run.\n"
+    header = ["chain (columns)", "arm", "greedy chains", "right", "first error a carry", "first error elsewhere",
+              "first carry error at (column / columns)"]
+    lines = [[str(int(row["columns"])), "SFT" if row["variant"] == "sft" else variant_label(config, row["variant"]),
+              str(int(row["answers"])), _level(row["correct"]), _level(row["first_error_carry"]),
+              _level(row["first_error_other"]), _level(row["carry_error_position"])]
+             for _, row in errors.iterrows()]
+    return _table(header, lines)
+
+
+TREND_WORDS = {AHEAD: "grows with the chain's length", BEHIND: "shrinks as the chain grows",
+               EQUIVALENT: "does not change with the chain's length by more than the declared margin",
+               UNRESOLVED: "is not resolved"}
+
+
+def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) -> str:
+    """The trend's verdict and the per-horizon effects, as sentences: "grows" or "shrinks" only on a
+    resolved slope, "does not change" only on a TOST verdict, else "not resolved at N seeds"."""
+    if horizon is None or horizon.empty:
+        return "No horizon study (report.horizon) in this run.\n"
+    design = options["horizon"]
+    sentences = []
+    for pair, rows in horizon.groupby("pair", sort=False):
+        effects, trend = rows[rows["role"] == "effect"], rows[rows["role"] == "trend"].iloc[0]
+        spec = design["pairs"][pair]
+        seeds = int(effects["seeds"].min()) if effects["seeds"].notna().all() else 0
+        what = (f"{variant_label(config, spec['treatment'])} − {variant_label(config, spec['baseline'])}")
+        verdict = trend["verdict"]
+        slope = _interval(trend["estimate"], trend["estimate_low"], trend["estimate_high"], True)
+        if verdict is None:
+            sentences.append(f"- **{pair}** ({what}): no trend yet (a horizon lacks an arm).")
+            continue
+        words = TREND_WORDS[verdict]
+        if verdict == UNRESOLVED:
+            words += f" at {seeds} seeds: neither a growth nor its absence is shown"
+        margin = design["equivalence_margin"].get("slope")
+        tost = f", TOST p {_p(trend['p_equivalence_holm'])} against ±{margin}" if margin else ""
+        span = (f"{effects['chain_length'].min():.0f} to {effects['chain_length'].max():.0f} tokens")
+        per = "; ".join(f"{int(r['columns'])} columns {_interval(r['estimate'], r['estimate_low'], r['estimate_high'], True)}"
+                        f" ({r['verdict'] or '–'})" for _, r in effects.iterrows())
+        sentences.append(f"- **{pair}** ({what}): the effect on held-out accuracy {words} (slope {slope} per unit "
+                         f"ln(chain length) over {span}, Holm p {_p(trend['p_holm'])}{tost}). Per horizon: {per}.")
+        band = effects["sft_accuracy"]
+        sentences.append(f"  The SFT models' greedy accuracy on their own suite: {_level(band.min())} to "
+                         f"{_level(band.max())}; RL steps with signal: {_level(effects['steps_with_signal'].min())} to "
+                         f"{_level(effects['steps_with_signal'].max())}; the baseline's accuracy after RL: "
+                         f"{_level(effects['baseline_accuracy'].min())} to {_level(effects['baseline_accuracy'].max())}.")
+    return "\n".join(sentences) + "\n"

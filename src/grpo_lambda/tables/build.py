@@ -12,9 +12,10 @@ from grpo_lambda.tables.cells import Cells
 from grpo_lambda.tables.collect import load_published, missing_cells, summarise
 from grpo_lambda.tables.diagnostics import diagnostics_table
 from grpo_lambda.tables.factorial import factorial_table
+from grpo_lambda.tables.horizon import horizon_errors_table, horizon_table
 from grpo_lambda.tables.learning_speed import learning_speed_table
 from grpo_lambda.tables.names import expand, TABLES
-from grpo_lambda.tables.options import report_options
+from grpo_lambda.config.report import report_options
 from grpo_lambda.tables.paired import paired_table
 from grpo_lambda.tables.raw import read_raw, read_results, RunData
 from grpo_lambda.tables.results import checkpoints_table, results_by_variant, results_table, sampled_cells
@@ -61,5 +62,7 @@ def tables_from(config: dict, data: RunData) -> dict[str, pd.DataFrame]:
         "completions": lambda: data.completions,
         "provenance": lambda: data.provenance,
         "missing": lambda: missing_cells(summary, config),
+        "horizon": lambda: horizon_table(cells, config, data.logs, options),
+        "horizon_errors": lambda: horizon_errors_table(data.errors, config, options),
     }
     return {name: builders[template](**fields) for name, template, fields in expand(TABLES, config)}

@@ -3,16 +3,20 @@ they are written: the one list that the table builders, the table writer, the fi
 workflow's rules read. Standard library only, so that planning the workflow imports no numerical or
 plotting library.
 
-A name with ``{model}`` stands for one table (or figure) per model of the config, in config order.
+A name with ``{model}`` stands for one table (or figure) per model of the config, in config order; a
+name of ``ONLY_WITH`` is there only when the config's ``report:`` sets its option.
 """
 
 from __future__ import annotations
 
 TABLES = ("results", "results_by_variant", "checkpoints", "table1", "learning_speed", "final_reward",
           "training_gain", "training_curves", "table1_published", "appendix_e_{model}", "appendix_e_published",
-          "paired", "completions", "provenance", "missing", "factorial", "diagnostics")
+          "paired", "completions", "provenance", "missing", "factorial", "diagnostics", "horizon", "horizon_errors")
 FIGURES = ("figure1", "figure2", "figure3", "figure4", "reward_curves", "learning_speed", "kl",
-           "appendix_c_{model}", "eval_length", "checkpoints_{model}")
+           "appendix_c_{model}", "eval_length", "checkpoints_{model}", "horizon")
+
+# Tables and figures of one kind of study only: written when the study's ``report:`` sets the option.
+ONLY_WITH = {"horizon": "horizon", "horizon_errors": "horizon"}
 
 TABLE_FORMATS = ("csv", "md", "tex")
 # The figures' data, one row per drawn point: too long to read as Markdown or LaTeX, and left out of
@@ -25,7 +29,10 @@ def expand(templates: tuple[str, ...], config: dict) -> list[tuple[str, str, dic
     """``(name, template, fields)`` for every name of ``templates``, in order: a template with
     ``{model}`` gives one name per model, with ``fields`` {"model": model}; any other gives itself."""
     out = []
+    report = config.get("report") or {}
     for template in templates:
+        if template in ONLY_WITH and not report.get(ONLY_WITH[template]):
+            continue
         if "{model}" in template:
             out += [(template.format(model=model), template, {"model": model}) for model in config["models"]]
         else:

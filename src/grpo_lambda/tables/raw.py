@@ -11,6 +11,8 @@ A raw folder holds:
 ``provenance.csv``     the distinct version records of the run's files (the ``provenance`` table's rows)
 ``completions.csv.gz`` the logged training completions the ``completions`` table shows
 ``config.yaml``        the study's config, as the run used it
+``first_errors.csv.gz`` a horizon study's only (``report.horizon``): every final greedy chain on its own
+                       suite with its first error (grpo_lambda.tables.horizon)
 
 CSV compressed with gzip, not Parquet: readable by any tool and by pandas without pyarrow (which the
 pinned sets do not list), and byte-reproducible (gzip's timestamp is set to 0 and rows keep the order
@@ -34,11 +36,14 @@ from grpo_lambda import completions
 from grpo_lambda.config import rl_cells
 from grpo_lambda.files import atomic_path, write_text
 from grpo_lambda.tables.collect import _SAMPLE_DTYPES, collect_provenance, collect_samples, collect_train_logs
+from grpo_lambda.tables.horizon import collect_first_errors
 from grpo_lambda.tables.keys import KEYS
+from grpo_lambda.config.report import report_options
 
 SAMPLES, LOGS, PROVENANCE, COMPLETIONS, CONFIG = ("samples.csv.gz", "train_logs.csv.gz", "provenance.csv",
                                                   "completions.csv.gz", "config.yaml")
 RAW_FILES = (SAMPLES, LOGS, PROVENANCE, COMPLETIONS, CONFIG)
+ERRORS = "first_errors.csv.gz"  # optional: a horizon study's
 _TEXT = {"model": str, "dataset": str, "variant": str, "step": str, "benchmark": str, "id": str, "mode": str,
          "extracted": str}
 
@@ -51,12 +56,14 @@ class RunData:
     logs: pd.DataFrame          # collect.collect_train_logs
     provenance: pd.DataFrame    # collect.collect_provenance
     completions: pd.DataFrame   # completions.report_table
+    errors: pd.DataFrame | None = None  # horizon.collect_first_errors (a horizon study's)
 
 
 def read_results(config: dict, results_dir: str | os.PathLike) -> RunData:
     """The run's data from its results folder."""
     return RunData(collect_samples(results_dir, config), collect_train_logs(results_dir, config),
-                   collect_provenance(results_dir, config), completions.report_table(results_dir, rl_cells(config)))
+                   collect_provenance(results_dir, config), completions.report_table(results_dir, rl_cells(config)),
+                   collect_first_errors(results_dir, config, report_options(config)))
 
 
 def write_raw(config: dict, data: RunData, folder: str | os.PathLike) -> list[Path]:
@@ -67,6 +74,8 @@ def write_raw(config: dict, data: RunData, folder: str | os.PathLike) -> list[Pa
         samples[column] = samples[column].astype(int)
     samples["length"] = samples["length"].astype("Int64")
     written = [(SAMPLES, samples), (LOGS, data.logs), (COMPLETIONS, data.completions)]
+    if data.errors is not None:
+        written.append((ERRORS, data.errors))
     paths = []
     for name, frame in written:
         paths.append(folder / name)
@@ -103,7 +112,13 @@ def read_raw(folder: str | os.PathLike) -> tuple[dict, RunData]:
     table = pd.read_csv(folder / COMPLETIONS, dtype={"model": str, "dataset": str, "variant": str, "phase": str,
                                                       "prompt": str, "completion": str},
                         keep_default_na=False, na_values={"reward": [""], "advantage": [""]})
-    return config, RunData(samples, logs, provenance, table)
+    errors = None
+    if (folder / ERRORS).is_file():
+        errors = pd.read_csv(folder / ERRORS, dtype={"model": str, "dataset": str, "variant": str, "benchmark": str,
+                                                     "id": str, "error": str}, keep_default_na=False,
+                             na_values={"seed": [""], "error_step": [""]})
+        errors = errors.astype({"seed": "Int64", "error_step": "float64"})
+    return config, RunData(samples, logs, provenance, table, errors)
 
 
 def _gzip(data: bytes) -> bytes:

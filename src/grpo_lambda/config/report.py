@@ -1,13 +1,17 @@
 """The ``report:`` options of the config (documented in ``grpo_lambda.tables``), merged over their
-defaults and checked; ``grpo_lambda.config.validate`` runs the same checks before any job."""
+defaults and checked; ``grpo_lambda.config.validate`` runs the same checks before any job, and the tables
+and figures read them here (this module imports neither)."""
 
 from __future__ import annotations
 
 import logging
 
-from grpo_lambda.tables.keys import METRICS
-
 log = logging.getLogger(__name__)
+
+# What a problem's value is, per report.metric: the greedy completion's verdict (the paper's protocol),
+# or from its k sampled completions: avg@k (their mean verdict), pass@k (any right), maj@k (the
+# verdict of their most frequent answer).
+METRICS = ("greedy", "avg", "pass_at_k", "maj_at_k")
 
 REPORT_DEFAULTS = {
     "level": 0.95,
@@ -21,12 +25,14 @@ REPORT_DEFAULTS = {
     "metric": "greedy",
     "equivalence_margin": {},
     "factorial": None,
+    "horizon": None,
 }
 # Options of the bootstrap the intervals once were; accepted so that older configs still run, and unused.
 RETIRED = ("bootstrap", "seed")
 SELECTOR_FIELDS = ("objective", "lam", "gamma", "style", "form", "update", "eps")
 FIGURE1_PAPER_MODEL = "DeepSeek-R1-Distill-Qwen-7B"
 MARGIN_METRICS = ("accuracy", "reward_auc")
+HORIZON_MARGINS = ("effect", "slope")  # the horizon table's two statistics (grpo_lambda.tables.horizon)
 # The paper's Figure 1 is one cell: the 7B model trained on MathRL-16K (the registry's name).
 FIGURE1_PAPER_DATASET = "mathrl16k"
 
@@ -66,6 +72,7 @@ def report_options(config: dict) -> dict:
     options["figure4_datasets"] = _dataset_list(config, "figure4_datasets", options["figure4_datasets"])
     options["grpo_lambda_variant"] = _per_model_choice(config, options["grpo_lambda_variant"])
     options["factorial"] = _factorial(config, options["factorial"])
+    options["horizon"] = _horizon(config, options["horizon"])
     return options
 
 
@@ -188,3 +195,44 @@ def _per_model_choice(config: dict, choice) -> dict:
             raise ValueError(f"report.grpo_lambda_variant must be 'mean', a variant name or a selector, "
                              f"got {value!r}")
     return per_model
+
+
+def _horizon(config: dict, given) -> dict | None:
+    """``report.horizon`` checked against the config; errors name the key."""
+    if given is None:
+        return None
+    if not isinstance(given, dict):
+        raise ValueError("report.horizon must be a mapping with chains and pairs")
+    unknown = sorted(set(given) - {"chains", "pairs", "equivalence_margin"})
+    if unknown:
+        raise ValueError(f"report.horizon: unknown key(s) {unknown}; known: chains, pairs, equivalence_margin")
+    chains, pairs = given.get("chains") or {}, given.get("pairs") or {}
+    if len(chains) < 2:
+        raise ValueError("report.horizon.chains must map at least two training sets to their held-out suites")
+    for dataset, benchmark in chains.items():
+        if dataset not in config["datasets"]:
+            raise ValueError(f"report.horizon.chains: {dataset!r} is not a training set "
+                             f"(known: {list(config['datasets'])})")
+        if benchmark not in config["benchmarks"]:
+            raise ValueError(f"report.horizon.chains.{dataset}: {benchmark!r} is not a benchmark "
+                             f"(known: {list(config['benchmarks'])})")
+        if "columns" not in config["benchmarks"][benchmark]:
+            raise ValueError(f"report.horizon.chains.{dataset}: benchmark {benchmark!r} has no columns "
+                             "(a horizon suite is a synthetic arith suite with columns and carry_free_share)")
+    if not pairs:
+        raise ValueError("report.horizon.pairs must name at least one {treatment, baseline} pair")
+    for name, pair in pairs.items():
+        if not isinstance(pair, dict) or set(pair) != {"treatment", "baseline"}:
+            raise ValueError(f"report.horizon.pairs.{name} must be {{treatment: VARIANT, baseline: VARIANT}}")
+        for role, variant in pair.items():
+            if variant not in config["variants"]:
+                raise ValueError(f"report.horizon.pairs.{name}.{role}: {variant!r} is not a variant "
+                                 f"(known: {list(config['variants'])})")
+    margins = dict(given.get("equivalence_margin") or {})
+    bad = sorted(set(margins) - set(HORIZON_MARGINS))
+    if bad:
+        raise ValueError(f"report.horizon.equivalence_margin: unknown key(s) {bad}; known: {list(HORIZON_MARGINS)}")
+    for key, value in margins.items():
+        if not (isinstance(value, (int, float)) and value > 0):
+            raise ValueError(f"report.horizon.equivalence_margin.{key} must be a positive number, got {value!r}")
+    return {"chains": dict(chains), "pairs": {k: dict(v) for k, v in pairs.items()}, "equivalence_margin": margins}

@@ -12,6 +12,7 @@ import yaml
 
 from conftest import ROOT
 from grpo_lambda import config as study
+from grpo_lambda.config.loading import _StrictLoader
 
 CONFIG = ROOT / "config" / "config.yaml"
 
@@ -27,7 +28,7 @@ def test_a_yaml_number_without_a_point_is_a_number(tmp_path):
     assert config["rl"]["learning_rate"] == 3e-5 and config["sft"]["learning_rate"] == 1e-3
     for text, value in (("1e5", 1e5), ("-2.5E+3", -2500.0), ("1_000e-3", 1.0), (".5e1", 5.0), ("12", 12),
                         ("e5", "e5"), ("1e", "1e"), ("0x10", 16), ("3.0", 3.0)):
-        assert yaml.load(f"x: {text}", Loader=study._StrictLoader)["x"] == value, text
+        assert yaml.load(f"x: {text}", Loader=_StrictLoader)["x"] == value, text
 
 
 def test_merge_is_snakemakes_update_config():
@@ -179,3 +180,49 @@ def test_a_bad_value_given_by_set_names_set(cli):
     assert done.returncode == 2
     assert done.stderr.strip() == (f"grpo-lambda validate: error: --set: invalid value at 'rl.max_steps': 0 is less "
                                    f"than the minimum of 1 ({CONFIG} alone is valid)")
+
+
+def test_a_key_given_twice_is_refused_naming_it_and_its_lines(tmp_path):
+    text = (ROOT / "config" / "config.yaml").read_text().replace(
+        "  grpo: {objective: grpo}\n", "  grpo: {objective: grpo}\n  grpo: {objective: grpo_lambda, lam: 0.5}\n")
+    path = tmp_path / "twice.yaml"
+    path.write_text(text)
+    assert yaml.safe_load(text)["variants"]["grpo"]["objective"] == "grpo_lambda"  # what PyYAML alone keeps
+    with pytest.raises(study.ConfigError, match=r"key 'grpo' is given twice \(lines \d+ and \d+\)"):
+        study.load(path)
+    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(path), "--directory",
+                             str(tmp_path), "--snakefile", str(ROOT / "Snakefile")],
+                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
+    assert result.returncode != 0 and "key 'grpo' is given twice" in result.stdout + result.stderr
+
+
+@pytest.mark.parametrize("protocol", ["avg32", "greedy"])
+def test_an_evaluation_protocol_merges_over_a_study(protocol, tmp_path):
+    from snakemake.utils import update_config
+
+    merged = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    update_config(merged, yaml.safe_load((ROOT / "config" / "protocols" / f"{protocol}.yaml").read_text()))
+    config = study.validate(merged)
+    assert config["report"]["metric"] == ("avg" if protocol == "avg32" else "greedy")
+    assert config["evaluation"]["greedy"] is (protocol == "greedy")
+    assert config["evaluation"]["max_new_tokens"] == 3000  # the study's own settings stay
+    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--directory", str(tmp_path),
+                           "--snakefile", str(ROOT / "Snakefile"), "--configfile", str(ROOT / "config" / "config.yaml"),
+                           str(ROOT / "config" / "protocols" / f"{protocol}.yaml")],
+                          capture_output=True, text=True, timeout=600)
+    assert plan.returncode == 0, plan.stderr[-3000:]
+
+
+@pytest.mark.parametrize("overlay", ["open-r1", "self-distill"])
+def test_an_sft_overlay_merges_over_the_paper_grid(overlay):
+    from snakemake.utils import update_config
+
+    merged = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
+    update_config(merged, yaml.safe_load((ROOT / "config" / "sft" / f"{overlay}.yaml").read_text()))
+    config = study.validate(merged)
+    shared = overlay == "open-r1"
+    assert [study.sft_is_shared(config, model) for model in config["models"]] == [shared] * 4
+    assert study.sft_folder(config, "r1-qwen-7b", "gsm8k") == ("r1-qwen-7b/sft" if shared else "r1-qwen-7b/gsm8k/sft")
+    settings = study.stage_settings(config, "sft", model="r1-qwen-7b", dataset="gsm8k")
+    assert settings["sft"]["packing"] is shared and settings["sft"]["learning_rate"] == 2.0e-5
+    assert settings["dataset"] == (None if shared else "gsm8k")  # one job for all the model's training sets

@@ -1,3 +1,7 @@
+"""``validate`` (grpo_lambda.config.validation) and the cross-checks of grpo_lambda.config.checks: a config
+the schema or a check refuses fails before any job with one line naming the key (``BAD_CONFIGS``: the
+schema's refusals and a few checks'; ``CROSS_CHECKS``: one case per check), and what they accept."""
+
 import copy
 import subprocess
 import sys
@@ -69,20 +73,6 @@ BAD_CONFIGS = {
 }
 
 
-def test_a_key_given_twice_is_refused_naming_it_and_its_lines(tmp_path):
-    text = (ROOT / "config" / "config.yaml").read_text().replace(
-        "  grpo: {objective: grpo}\n", "  grpo: {objective: grpo}\n  grpo: {objective: grpo_lambda, lam: 0.5}\n")
-    path = tmp_path / "twice.yaml"
-    path.write_text(text)
-    assert yaml.safe_load(text)["variants"]["grpo"]["objective"] == "grpo_lambda"  # what PyYAML alone keeps
-    with pytest.raises(study.ConfigError, match=r"key 'grpo' is given twice \(lines \d+ and \d+\)"):
-        study.load(path)
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", str(path), "--directory",
-                             str(tmp_path), "--snakefile", str(ROOT / "Snakefile")],
-                            capture_output=True, text=True, cwd=tmp_path, timeout=300)
-    assert result.returncode != 0 and "key 'grpo' is given twice" in result.stdout + result.stderr
-
-
 @pytest.mark.parametrize("case", sorted(BAD_CONFIGS))
 def test_bad_configs_fail_with_a_message_that_names_the_key(case):
     mutate, message = BAD_CONFIGS[case]
@@ -99,38 +89,6 @@ def test_snakemake_refuses_a_bad_config_before_any_job(tmp_path):
     assert result.returncode != 0
     assert "rl.learning_rate" in result.stdout + result.stderr
     assert not (tmp_path / "results").exists()
-
-
-def test_the_default_plan_has_every_stage(tmp_path):
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--snakefile",
-                             str(ROOT / "Snakefile"), "--directory", str(tmp_path), "--configfile",
-                             str(ROOT / "config" / "config.yaml")], capture_output=True, text=True, timeout=300)
-    assert result.returncode == 0, result.stderr
-    counts = {line.split()[0]: int(line.split()[1]) for line in result.stdout.splitlines()
-              if len(line.split()) == 2 and line.split()[1].isdigit()}
-    config = study.load(ROOT / "config" / "config.yaml")
-    cells = len(study.rl_cells(config))
-    suites = len(config["benchmarks"])
-    assert counts["sft"] == 1
-    assert counts["train"] == cells
-    # One evaluation job per checkpoint covers every suite.
-    assert counts["evaluate"] == cells * (1 + len(config["evaluation"]["checkpoints"]))
-    assert counts["evaluate_sft"] == 1
-    assert suites == 5
-    assert counts["aggregate"] == 1
-
-
-def test_the_comparison_grid_changes_only_the_variants_and_the_steps_per_generation():
-    """compare.yaml must differ from the default in the methods alone, or its table compares more than methods."""
-    default = study.load(ROOT / "config" / "config.yaml")
-    compare = study.load(ROOT / "config" / "compare.yaml")
-    for block in ("models", "datasets", "benchmarks", "sft", "seeds", "evaluation"):
-        assert compare[block] == default[block], block
-    assert {k: v for k, v in compare["rl"].items() if k != "trl"} == {k: v for k, v in default["rl"].items() if k != "trl"}
-    assert compare["results"] != default["results"]
-    assert set(default["variants"]) & set(compare["variants"]) <= {"grpo", "recent-trace-0.99"}
-    for name in set(default["variants"]) & set(compare["variants"]):
-        assert compare["variants"][name] == default["variants"][name], name
 
 
 # ---- cross-checks that would otherwise fail inside a job -----------------------------------------
@@ -235,34 +193,6 @@ def test_validate_prints_one_line_and_exits_2(tmp_path, cli):
     assert missing.returncode == 2 and "Traceback" not in missing.stderr and "none.yaml" in missing.stderr
 
 
-def test_the_trl_fields_read_from_source_are_the_config_classes_fields():
-    import dataclasses
-
-    from grpo_lambda.trainer_config import GRPOLambdaConfig
-
-    fields = study.trl_config_fields()
-    assert set(fields) == {field.name for field in dataclasses.fields(GRPOLambdaConfig)}
-    defaults = {field.name: field.default for field in dataclasses.fields(GRPOLambdaConfig)}
-    for key in ("per_device_train_batch_size", "num_generations", "gradient_accumulation_steps",
-                "steps_per_generation", "generation_batch_size"):
-        assert fields[key] == defaults[key], key
-
-
-def test_trl_field_types_accept_trls_own_defaults_and_yaml_numbers():
-    """Every literal default of GRPOLambdaConfig passes the type check its annotation gives (TRL's own
-    values are the independent truth here); an integer passes for a float, a bool never for a number."""
-    checked = 0
-    for key, default in study.trl_config_fields().items():
-        if default is not None:
-            assert study.trl_type_error(key, default) is None, (key, default)
-            checked += 1
-    assert checked > 50
-    assert study.trl_type_error("beta", 0) is None and study.trl_type_error("beta", None) is not None
-    assert study.trl_type_error("temperature", False) is not None
-    assert study.trl_type_error("steps_per_generation", None) is None
-    assert study.trl_type_error("report_to", ["tensorboard"]) is None
-
-
 @pytest.mark.parametrize("per_device,accumulation,steps,batch,generations", [
     (32, 1, None, None, 8), (32, 1, None, None, 5), (4, 2, None, None, 8), (4, 1, 2, None, 8), (4, 1, 3, None, 8),
     (8, 1, None, 24, 8), (8, 1, None, 20, 4), (6, 2, None, None, 4), (6, 1, None, None, 4)])
@@ -301,23 +231,6 @@ def test_a_lora_model_without_peft_is_refused_before_any_job(monkeypatch):
     assert importlib.util.find_spec("peft") is not None, "peft is in envs/requirements-cpu.txt: the rehearsal needs it"
 
 
-@pytest.mark.parametrize("protocol", ["avg32", "greedy"])
-def test_an_evaluation_protocol_merges_over_a_study(protocol, tmp_path):
-    from snakemake.utils import update_config
-
-    merged = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    update_config(merged, yaml.safe_load((ROOT / "config" / "protocols" / f"{protocol}.yaml").read_text()))
-    config = study.validate(merged)
-    assert config["report"]["metric"] == ("avg" if protocol == "avg32" else "greedy")
-    assert config["evaluation"]["greedy"] is (protocol == "greedy")
-    assert config["evaluation"]["max_new_tokens"] == 3000  # the study's own settings stay
-    plan = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--directory", str(tmp_path),
-                           "--snakefile", str(ROOT / "Snakefile"), "--configfile", str(ROOT / "config" / "config.yaml"),
-                           str(ROOT / "config" / "protocols" / f"{protocol}.yaml")],
-                          capture_output=True, text=True, timeout=600)
-    assert plan.returncode == 0, plan.stderr[-3000:]
-
-
 def test_a_metric_without_its_completions_is_refused_by_name():
     config = copy.deepcopy(DEFAULT)
     config["report"] = {"metric": "avg"}
@@ -327,16 +240,6 @@ def test_a_metric_without_its_completions_is_refused_by_name():
     config["evaluation"] = {**config.get("evaluation", {}), "greedy": False, "samples": 4}
     with pytest.raises(study.ConfigError, match="report.metric greedy needs the greedy pass"):
         study.validate(config)
-
-
-def test_the_methods_at_paper_scale_start_and_train_as_the_paper_grid():
-    """config/beyond.yaml's cells must be comparable with the grid's: the same SFT stage and RL settings."""
-    paper = study.load(ROOT / "config" / "paper.yaml")
-    beyond = study.load(ROOT / "config" / "beyond.yaml")
-    assert beyond["sft"] == paper["sft"]
-    assert {k: v for k, v in beyond["rl"].items() if k != "trl"} == {k: v for k, v in paper["rl"].items() if k != "trl"}
-    assert beyond["evaluation"] == paper["evaluation"]
-    assert beyond["rl"]["trl"]["trace_length"] == paper["rl"]["trl"]["trace_length"]
 
 
 # --- a checkpoint at max_steps is refused ----------------------------------------------------------
@@ -350,21 +253,6 @@ def test_checkpoint_at_max_steps_is_refused_and_one_before_is_kept():
         study.validate(config)
     config["evaluation"]["checkpoints"] = [steps - 1]
     assert study.validate(config)["evaluation"]["checkpoints"] == [steps - 1]
-
-
-@pytest.mark.parametrize("overlay", ["open-r1", "self-distill"])
-def test_an_sft_overlay_merges_over_the_paper_grid(overlay):
-    from snakemake.utils import update_config
-
-    merged = yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())
-    update_config(merged, yaml.safe_load((ROOT / "config" / "sft" / f"{overlay}.yaml").read_text()))
-    config = study.validate(merged)
-    shared = overlay == "open-r1"
-    assert [study.sft_is_shared(config, model) for model in config["models"]] == [shared] * 4
-    assert study.sft_folder(config, "r1-qwen-7b", "gsm8k") == ("r1-qwen-7b/sft" if shared else "r1-qwen-7b/gsm8k/sft")
-    settings = study.stage_settings(config, "sft", model="r1-qwen-7b", dataset="gsm8k")
-    assert settings["sft"]["packing"] is shared and settings["sft"]["learning_rate"] == 2.0e-5
-    assert settings["dataset"] == (None if shared else "gsm8k")  # one job for all the model's training sets
 
 
 def test_the_open_r1_sft_set_is_named_once_for_the_study_and_from_the_registry():
@@ -425,3 +313,30 @@ def test_a_typo_or_a_misplaced_key_gets_the_likely_meaning_or_the_choices(overri
         study.load(ROOT / "config" / "config.yaml", [override])
     assert hint in str(refused.value)
     assert "\n" not in str(refused.value)
+
+
+def test_every_check_is_registered_in_checks_and_a_models_checks_run_model_by_model():
+    """A `_check_*` written in checks.py but left out of CHECKS (or of a registered check's calls) would
+    never run; the checks of one model's settings run all for one model before the next."""
+    import ast
+    import inspect
+
+    from grpo_lambda.config import checks
+
+    tree = ast.parse(inspect.getsource(checks))
+    defined = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    registry = next(node.value for node in tree.body if isinstance(node, ast.Assign)
+                    and getattr(node.targets[0], "id", None) == "CHECKS")
+    reached = {node.id for node in ast.walk(registry) if isinstance(node, ast.Name) and node.id in defined}
+    for name in list(reached):  # a registered check's own sub-checks (a variant's batch, under _check_rl)
+        reached |= {node.func.id for node in ast.walk(defined[name]) if isinstance(node, ast.Call)
+                    and isinstance(node.func, ast.Name) and node.func.id in defined}
+    unregistered = sorted(name for name in defined if name.startswith("_check_") and name not in reached)
+    assert not unregistered, f"checks never run: {unregistered}; add them to checks.CHECKS"
+
+    two_models = broken(lambda c: c["models"].update(other=copy.deepcopy(c["models"]["tiny"])))
+    seen = []
+    check_models = checks._each_model(lambda config, model, source: seen.append(("a", model)),
+                                      lambda config, model, source: seen.append(("b", model)))
+    check_models(study.validate(two_models), "config")
+    assert seen == [("a", "tiny"), ("b", "tiny"), ("a", "other"), ("b", "other")]

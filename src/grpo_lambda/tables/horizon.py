@@ -1,0 +1,219 @@
+"""The ``horizon`` tables (``report.horizon``): the trace's simple effect at each chain length, and its
+trend with the length of the chain it assigns credit over.
+
+A horizon study trains one SFT model per training set, each set one chain length of the ``arith`` task
+at one difficulty (grpo_lambda.data.arith, ``columns`` and ``carry_free_share``), and evaluates each on
+its own held-out suite (``report.horizon.chains``: training set -> suite). For each declared pair
+(``report.horizon.pairs``: a name -> {treatment, baseline}, e.g. the trace with the clamp on) and each
+horizon h, the simple effect
+
+    Δ_h = accuracy(treatment, h) − accuracy(baseline, h)       on h's own suite, paired by seed and problem
+
+and, the study's primary test, its trend with the chain length L_h (the mean length of the suite's
+correct worked solution, in characters: the tiny model's tokens), the least-squares slope of Δ_h on
+ln L_h,
+
+    slope = Σ_h c_h Δ_h,   c_h = (x_h − x̄) / Σ_k (x_k − x̄)²,   x_h = ln L_h
+
+a linear combination of cell means like every other accuracy statistic, so its interval is
+grpo_lambda.stats.linear_interval's (paired by seed and problem within a horizon; the horizons'
+SFT models are independent strata). Families: the trends of the pairs are the primary family (Holm
+over the pairs); the per-horizon effects of one pair are a secondary family each. A margin of
+equivalence per statistic (``report.horizon.equivalence_margin``: ``effect``, ``slope``) makes a TOST
+verdict possible: "equivalent" is the only verdict that says an effect or a trend is absent.
+
+Beside each effect the row shows what decides whether it can be read: the SFT model's greedy accuracy
+on the suite and the share of RL steps with signal (some group whose rewards differ), which the study's
+design holds in one band at every horizon, and each arm's accuracy, so that a ceiling or a floor is
+visible; and the per-seed effects (seed: effect), so a reader sees skewed or collapsed seeds.
+
+The ``horizon_errors`` table says where the credit went: per horizon and arm (the SFT model and the
+final models, seeds pooled), the share of greedy chains that are right, that first go wrong at a carry
+(the taught error), or first go wrong elsewhere, and where the first carry error sits in the chain
+(its column over the chain's columns), from grpo_lambda.data.arith.first_error.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+from pathlib import Path
+
+import numpy as np
+import pandas as pd
+
+from grpo_lambda import files
+from grpo_lambda.config import model_datasets, model_variants
+from grpo_lambda.data import arith
+from grpo_lambda.tables.collect import eval_file
+from grpo_lambda.tables.cells import Cells, interval_columns, scaled
+from grpo_lambda.tables.keys import FINAL, SFT
+from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns
+
+EFFECT, TREND = "effect", "trend"
+COLUMNS = ["model", "pair", "role", "dataset", "benchmark", "columns", "chain_length", "sft_accuracy",
+           "sft_accuracy_low", "sft_accuracy_high", "steps_with_signal", "groups_with_signal",
+           "baseline_accuracy", "baseline_accuracy_low", "baseline_accuracy_high", "treatment_accuracy",
+           "treatment_accuracy_low", "treatment_accuracy_high", "estimate", "estimate_low", "estimate_high",
+           "seeds", "per_seed", "df", "p", "p_holm", "p_equivalence", "p_equivalence_holm", "mde", "verdict"]
+ERROR_COLUMNS = ["model", "dataset", "benchmark", "columns", "variant", "answers", "correct", "first_error_carry",
+                 "first_error_other", "carry_error_position"]
+
+
+def chain_length(settings: dict) -> float:
+    """The mean length, in characters, of the correct worked solution of a synthetic suite's problems."""
+    rows = arith.generate(settings["n"], seed=settings["seed"], held_out=True, columns=settings["columns"],
+                          carry_free_share=settings.get("carry_free_share", 1.0))
+    return float(np.mean([len(row["solution"]) for row in rows]))
+
+
+def slope_weights(lengths: list[float]) -> np.ndarray:
+    """c_h of the module docstring: the least-squares slope of y on ln(length) is Σ c_h y_h."""
+    x = np.log(np.asarray(lengths, dtype=float))
+    centred = x - x.mean()
+    return centred / float((centred ** 2).sum())
+
+
+def signal(logs: pd.DataFrame, model: str, dataset: str, variants: list[str]) -> tuple[float, float]:
+    """(share of RL steps with some group whose rewards differ, mean share of such groups) over the
+    runs of ``variants`` on ``dataset``; NaN without logs."""
+    if logs.empty or "frac_reward_zero_std" not in logs:
+        return math.nan, math.nan
+    rows = logs[(logs["model"] == model) & (logs["dataset"] == dataset) & logs["variant"].isin(variants)]
+    zero = rows["frac_reward_zero_std"].astype(float).dropna()
+    if zero.empty:
+        return math.nan, math.nan
+    return float((zero < 1).mean()), float(1 - zero.mean())
+
+
+def _per_seed(cells: Cells, model: str, dataset: str, treatment: str, baseline: str, benchmark: str) -> str:
+    """``seed: effect`` for each seed both arms hold, the effect the mean over the problems both answered."""
+    a = cells.matrices.get((model, dataset, treatment, FINAL, benchmark))
+    b = cells.matrices.get((model, dataset, baseline, FINAL, benchmark))
+    if a is None or b is None:
+        return ""
+    parts = []
+    for seed in sorted(set(a[0]) & set(b[0]), key=lambda s: -1 if s is None else s):
+        difference = a[1][a[0].index(seed)] - b[1][b[0].index(seed)]
+        if (~np.isnan(difference)).any():
+            parts.append(f"{seed}: {np.nanmean(difference):+.3f}")
+    return "; ".join(parts)
+
+
+def _accuracy(cells: Cells, prefix: str, model: str, dataset: str, variant: str, benchmark: str) -> dict:
+    terms = cells.terms(model, dataset, variant, FINAL, [benchmark])
+    return interval_columns(prefix, cells.interval(terms) if terms else None)
+
+
+def horizon_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict) -> pd.DataFrame:
+    """The rows of the module docstring, per model: each pair's effect at each horizon, then its trend."""
+    design = options.get("horizon")
+    if design is None:
+        return pd.DataFrame(columns=COLUMNS)
+    level = float(options["level"])
+    margins = design["equivalence_margin"]
+    chains = design["chains"]
+    lengths = {dataset: chain_length(config["benchmarks"][bench]) for dataset, bench in chains.items()}
+    weights = dict(zip(chains, slope_weights([lengths[d] for d in chains])))
+    rows = []
+    for model in config["models"]:
+        for name, pair in design["pairs"].items():
+            treatment, baseline = pair["treatment"], pair["baseline"]
+            trend_terms, complete = [], True
+            for dataset, benchmark in chains.items():
+                arms = [cells.terms(model, dataset, v, FINAL, [benchmark]) for v in (treatment, baseline)]
+                steps, groups = signal(logs, model, dataset, [treatment, baseline])
+                row = {"model": model, "pair": name, "role": EFFECT, "dataset": dataset, "benchmark": benchmark,
+                       "columns": config["benchmarks"][benchmark]["columns"], "chain_length": lengths[dataset],
+                       **_accuracy(cells, "sft_accuracy", model, dataset, SFT, benchmark),
+                       "steps_with_signal": steps, "groups_with_signal": groups,
+                       **_accuracy(cells, "baseline_accuracy", model, dataset, baseline, benchmark),
+                       **_accuracy(cells, "treatment_accuracy", model, dataset, treatment, benchmark)}
+                if not all(arms):
+                    complete = False
+                    rows.append({**row, **interval_columns("estimate", None), "seeds": 0, "per_seed": "",
+                                 **comparison_columns(None, level, None)})
+                    continue
+                difference = scaled(arms[0], 1.0) + scaled(arms[1], -1.0)
+                interval = cells.interval(difference)
+                shared = set(arms[0][0].rows or ()) & set(arms[1][0].rows or ())
+                rows.append({**row, **interval_columns("estimate", interval), "seeds": len(shared),
+                             "per_seed": _per_seed(cells, model, dataset, treatment, baseline, benchmark),
+                             **comparison_columns(interval, level, margins.get(EFFECT))})
+                trend_terms += scaled(difference, weights[dataset])
+            interval = cells.interval(trend_terms) if complete else None
+            rows.append({"model": model, "pair": name, "role": TREND, "dataset": "", "benchmark": "",
+                         "columns": np.nan, "chain_length": np.nan, **interval_columns("estimate", interval),
+                         "seeds": np.nan, "per_seed": "",
+                         **comparison_columns(interval, level, margins.get("slope"))})
+    frame = pd.DataFrame(rows, columns=COLUMNS)
+    if frame.empty:
+        return frame
+    # Holm: the trends of all pairs are one family (the primary test), each pair's effects another.
+    frame["family"] = np.where(frame["role"] == TREND, TREND, frame["pair"])
+    frame = add_verdicts(frame.drop(columns=["p_holm", "p_equivalence_holm", "verdict"]), "estimate",
+                         ["model", "family"], level)
+    return frame.drop(columns=["family"])[COLUMNS]
+
+
+def collect_first_errors(results_dir: str | os.PathLike, config: dict, options: dict) -> pd.DataFrame | None:
+    """Every final greedy chain of the horizon study's cells on their own suite, with its first error
+    (grpo_lambda.data.arith.first_error: its kind, and the column it sits in); None for a study without ``report.horizon``."""
+    design = options.get("horizon")
+    if design is None:
+        return None
+    results_dir = Path(results_dir)
+    records = []
+    for model in config["models"]:
+        for dataset in model_datasets(config, model):
+            benchmark = design["chains"].get(dataset)
+            if benchmark is None:
+                continue
+            bench = results_dir / "bench" / f"{benchmark}.jsonl"
+            if not bench.is_file():
+                continue
+            problems = {str(row["id"]): row["problem"] for _, row in files.iter_jsonl(bench, files.ReadSummary(str(bench)))}
+            runs = [(SFT, None)] + [(v, s) for v in model_variants(config, model) for s in config["seeds"]]
+            for variant, seed in runs:
+                path = eval_file(results_dir, model, dataset, variant, seed, FINAL, benchmark)
+                if not path.is_file():
+                    continue
+                for _, row in files.iter_jsonl(path, files.ReadSummary(str(path))):
+                    if row.get("mode", "greedy") == "greedy" and str(row["id"]) in problems:
+                        kind, step = arith.first_error(problems[str(row["id"])], str(row.get("completion", "")))
+                        records.append({"model": model, "dataset": dataset, "variant": variant, "seed": seed,
+                                        "benchmark": benchmark, "id": str(row["id"]), "error": kind,
+                                        "error_step": step, "columns": config["benchmarks"][benchmark]["columns"]})
+    columns = ["model", "dataset", "variant", "seed", "benchmark", "id", "error", "error_step", "columns"]
+    frame = pd.DataFrame(records, columns=columns)
+    return frame.astype({"seed": "Int64", "error_step": "float64"})
+
+
+def horizon_errors_table(errors: pd.DataFrame, config: dict, options: dict) -> pd.DataFrame:
+    """Per horizon, its suite and arm (SFT first, then the variants): the shares of greedy chains that are
+    right, first wrong at a carry, first wrong elsewhere, and the mean relative position (column /
+    columns) of the first carry error."""
+    design = options.get("horizon")
+    if design is None or errors is None or errors.empty:
+        return pd.DataFrame(columns=ERROR_COLUMNS)
+    rows = []
+    for model in config["models"]:
+        for dataset, benchmark in design["chains"].items():
+            here = errors[(errors["model"] == model) & (errors["dataset"] == dataset)
+                          & (errors["benchmark"] == benchmark)]
+            for variant in [SFT, *config["variants"]]:
+                chains = here[here["variant"] == variant]
+                if chains.empty:
+                    continue
+                carry = chains[chains["error"] == "carry"]
+                rows.append({"model": model, "dataset": dataset, "benchmark": benchmark,
+                             "columns": config["benchmarks"][benchmark]["columns"], "variant": variant,
+                             "answers": len(chains), "correct": float((chains["error"] == "correct").mean()),
+                             "first_error_carry": len(carry) / len(chains),
+                             "first_error_other": float(((chains["error"] != "correct")
+                                                         & (chains["error"] != "carry")).mean()),
+                             "carry_error_position": float((carry["error_step"] / carry["columns"]).mean())
+                             if len(carry) else np.nan})
+    return pd.DataFrame(rows, columns=ERROR_COLUMNS)
+
+

@@ -1,0 +1,286 @@
+"""The horizon study: the arith generator's horizon knob (difficulty held while the chain grows) and the
+horizon tables (each pair's simple effect per horizon and its trend with ln chain length)."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pandas as pd
+import pytest
+import yaml
+
+from grpo_lambda.data import arith
+from grpo_lambda.tables.cells import Cells
+from grpo_lambda.tables.horizon import chain_length, horizon_errors_table, horizon_table, slope_weights
+from grpo_lambda.tables.keys import KEYS
+from grpo_lambda.tables.names import figure_names, table_names
+from grpo_lambda.config.report import report_options
+
+
+@pytest.mark.parametrize("columns", [2, 5, 14])
+def test_a_horizon_holds_its_carry_free_share_and_its_carries_per_problem(columns):
+    # 1000 problems: at 2 columns there are only 6,480 distinct training problems, and drawing half of
+    # them without repeats shifts the shares (3000 draws: 0.31 carry-free, 0.91 carries a problem).
+    rows = arith.generate(1000, seed=7, columns=columns, carry_free_share=0.35, carry_error_rate=0.65)
+    free = np.mean([row["carries"] == 0 for row in rows])
+    carries = np.mean([row["carries"] for row in rows])
+    # Binomial(1000, 0.35) has sd 0.015.
+    assert abs(free - 0.35) < 0.05
+    # Each column carries with p = 1 - 0.35^(1/H): a mean of H*p carries, about -ln 0.35 = 1.05 for large H.
+    assert abs(carries - columns * arith.carry_rate(columns, 0.35)) < 0.08
+    for row in rows[:200]:
+        top, bottom = row["problem"].removesuffix("=?").split("+")
+        assert len(top) == len(bottom) == columns
+        assert int(row["answer"]) == int(top) + int(bottom)
+        assert row["carries"] == len(arith.carry_columns([int(top), int(bottom)]))
+        assert row["level"] == columns
+
+
+def test_the_chain_grows_with_the_horizon_while_the_carries_do_not():
+    lengths = {h: np.mean([len(r["solution"]) for r in arith.generate(400, seed=1, columns=h, carry_free_share=0.35)])
+               for h in (2, 5, 14)}
+    assert lengths[14] / lengths[2] > 6.0
+    assert lengths[2] < lengths[5] < lengths[14]
+
+
+def test_the_teacher_drops_carries_only_where_the_chain_carries_and_the_answer_is_then_wrong():
+    rows = arith.generate(500, seed=3, columns=8, carry_free_share=0.35, carry_error_rate=1.0)
+    for row in rows:
+        wrong = row["step_errors"] > 0
+        assert row["step_errors"] == row["carries"]
+        boxed = row["solution"].rsplit("\\boxed{", 1)[1].rstrip("}")
+        assert (boxed != row["answer"]) == wrong
+        kind, _ = arith.first_error(row["problem"], row["solution"])
+        assert kind == ("carry" if wrong else "correct")
+
+
+def test_held_out_suites_never_share_a_problem_with_training():
+    train = {r["problem"] for r in arith.generate(2000, seed=1, columns=3, carry_free_share=0.35)}
+    held = {r["problem"] for r in arith.generate(300, seed=2, columns=3, carry_free_share=0.35, held_out=True)}
+    assert not train & held
+
+
+@pytest.mark.parametrize("kwargs, message", [
+    ({"columns": 0, "carry_free_share": 0.3}, "columns"),
+    ({"columns": 3}, "carry_free_share"),
+    ({"columns": 3, "carry_free_share": 0.0}, "carry_free_share"),
+    ({"carry_free_share": 0.3}, "only with columns"),
+    ({"columns": 3, "carry_free_share": 0.3, "levels": [1]}, "not both"),
+])
+def test_a_bad_horizon_is_refused_naming_the_setting(kwargs, message):
+    with pytest.raises(ValueError, match=message):
+        arith.generate(10, seed=0, **kwargs)
+
+
+def test_the_slope_weights_give_the_least_squares_slope():
+    lengths = [40.0, 85.0, 220.0]
+    y = np.array([0.01, 0.04, 0.12])
+    expected = np.polyfit(np.log(lengths), y, 1)[0]
+    assert float(slope_weights(lengths) @ y) == pytest.approx(expected, abs=1e-12)
+
+
+# ---- the horizon table on a hand-built study --------------------------------------------------------
+
+HORIZONS = {"h2": 2, "h4": 4, "h8": 8}
+N_PROBLEMS = 40
+SEEDS = [0, 1, 2, 3]
+# Correct answers out of 40 per seed: the baseline's and the trace's, per horizon. The effect per seed
+# is (trace - base)/40; per horizon the mean of the four.
+BASE = {"h2": [20, 22, 21, 23], "h4": [16, 15, 18, 17], "h8": [10, 12, 11, 9]}
+TRACE = {"h2": [20, 23, 21, 22], "h4": [18, 17, 20, 19], "h8": [16, 17, 15, 16]}
+
+
+def horizon_config() -> dict:
+    return {
+        "models": {"tiny": {"source": "tiny"}},
+        "datasets": {f"arith-{h}": {"source": "synthetic", "columns": c, "carry_free_share": 0.35, "n": 100, "seed": 1}
+                     for h, c in HORIZONS.items()},
+        "benchmarks": {f"suite-{h}": {"source": "synthetic", "columns": c, "carry_free_share": 0.35, "n": 30,
+                                      "seed": 10 + c} for h, c in HORIZONS.items()},
+        "variants": {"base": {"objective": "grpo", "advantage_clamp": -0.1},
+                     "trace": {"objective": "grpo_lambda", "lam": 0.99, "style": "recent", "update": "trace"}},
+        "seeds": SEEDS,
+        "rl": {"max_steps": 3},
+        "report": {"baseline": "base",
+                   "horizon": {"chains": {f"arith-{h}": f"suite-{h}" for h in HORIZONS},
+                               "pairs": {"trace, clamp on": {"treatment": "trace", "baseline": "base"}},
+                               "equivalence_margin": {"effect": 0.05, "slope": 0.03}}},
+    }
+
+
+def samples() -> pd.DataFrame:
+    rows = []
+    for h in HORIZONS:
+        for variant, counts in (("base", BASE[h]), ("trace", TRACE[h])):
+            for seed, k in zip(SEEDS, counts):
+                for p in range(N_PROBLEMS):
+                    rows.append({"model": "tiny", "dataset": f"arith-{h}", "variant": variant, "seed": seed,
+                                 "step": "final", "benchmark": f"suite-{h}", "id": f"p{p}", "mode": "greedy",
+                                 "correct": float(p < k)})
+        for p in range(N_PROBLEMS):
+            rows.append({"model": "tiny", "dataset": f"arith-{h}", "variant": "sft", "seed": None, "step": "final",
+                         "benchmark": f"suite-{h}", "id": f"p{p}", "mode": "greedy", "correct": float(p < 14)})
+    frame = pd.DataFrame(rows)
+    return frame.astype({"seed": "Int64"})[KEYS + ["id", "mode", "correct"]]
+
+
+def logs() -> pd.DataFrame:
+    rows = []
+    for h in HORIZONS:
+        for variant in ("base", "trace"):
+            for seed in SEEDS:
+                for step, zero in enumerate([0.5, 1.0, 0.75], 1):
+                    rows.append({"model": "tiny", "dataset": f"arith-{h}", "variant": variant, "seed": seed,
+                                 "step": step, "frac_reward_zero_std": zero})
+    return pd.DataFrame(rows)
+
+
+@pytest.fixture(scope="module")
+def table():
+    config = horizon_config()
+    options = report_options(config)
+    return config, horizon_table(Cells(samples(), config, options), config, logs(), options)
+
+
+def test_each_horizon_s_effect_is_the_paired_difference_on_its_own_suite(table):
+    _, frame = table
+    effects = frame[frame["role"] == "effect"].set_index("dataset")
+    for h in HORIZONS:
+        expected = (np.mean(TRACE[h]) - np.mean(BASE[h])) / N_PROBLEMS
+        row = effects.loc[f"arith-{h}"]
+        assert row["estimate"] == pytest.approx(expected, abs=1e-12)
+        assert row["benchmark"] == f"suite-{h}"
+        assert row["baseline_accuracy"] == pytest.approx(np.mean(BASE[h]) / N_PROBLEMS)
+        assert row["treatment_accuracy"] == pytest.approx(np.mean(TRACE[h]) / N_PROBLEMS)
+        assert row["sft_accuracy"] == pytest.approx(14 / N_PROBLEMS)
+        assert row["seeds"] == 4
+        per_seed = [float(part.split(":")[1]) for part in row["per_seed"].split(";")]
+        assert per_seed == pytest.approx([(t - b) / N_PROBLEMS for t, b in zip(TRACE[h], BASE[h])], abs=5e-4)
+        # Two of three steps have a group with signal; groups with signal: 1 - mean(0.5, 1, 0.75).
+        assert row["steps_with_signal"] == pytest.approx(2 / 3)
+        assert row["groups_with_signal"] == pytest.approx(0.25)
+
+
+def test_the_trend_is_the_least_squares_slope_of_the_effects_on_ln_chain_length(table):
+    config, frame = table
+    effects = frame[frame["role"] == "effect"]
+    lengths = [chain_length(config["benchmarks"][f"suite-{h}"]) for h in HORIZONS]
+    assert list(effects["chain_length"]) == pytest.approx(lengths)
+    expected = np.polyfit(np.log(lengths), effects["estimate"].to_numpy(), 1)[0]
+    trend = frame[frame["role"] == "trend"].iloc[0]
+    assert trend["estimate"] == pytest.approx(expected, abs=1e-12)
+    assert trend["estimate_low"] < trend["estimate"] < trend["estimate_high"]
+    # The effect grows from 0 to 0.14 over a 5x span: a positive slope that the test resolves.
+    assert trend["verdict"] == "ahead"
+
+
+def test_holm_runs_over_the_horizons_of_a_pair_and_separately_over_the_trends(table):
+    _, frame = table
+    effects = frame[frame["role"] == "effect"]
+    from grpo_lambda.stats import holm
+    assert effects["p_holm"].to_numpy() == pytest.approx(holm(effects["p"].to_numpy()))
+    trend = frame[frame["role"] == "trend"].iloc[0]
+    assert trend["p_holm"] == pytest.approx(trend["p"])  # a family of one: the study's one primary test
+    # The shortest chain's effect is 0 at every seed but one: not resolved, and inside the 0.05 margin.
+    h2 = effects[effects["dataset"] == "arith-h2"].iloc[0]
+    assert h2["verdict"] in ("equivalent", "not distinguishable")
+    assert not np.isnan(h2["p_equivalence"])
+
+
+def test_a_missing_arm_leaves_its_horizon_and_the_trend_without_a_test():
+    config = horizon_config()
+    options = report_options(config)
+    data = samples()
+    data = data[~((data["dataset"] == "arith-h8") & (data["variant"] == "trace"))]
+    frame = horizon_table(Cells(data, config, options), config, logs(), options)
+    assert frame[frame["dataset"] == "arith-h8"]["estimate"].isna().all()
+    assert frame[frame["role"] == "trend"]["estimate"].isna().all()
+    assert frame[frame["role"] == "trend"]["verdict"].isna().all()
+
+
+def test_the_errors_table_places_the_first_carry_error():
+    config = horizon_config()
+    options = report_options(config)
+    errors = pd.DataFrame([
+        {"model": "tiny", "dataset": "arith-h4", "variant": "sft", "seed": None, "benchmark": "suite-h4", "id": "a",
+         "error": "carry", "error_step": 1.0, "columns": 4},
+        {"model": "tiny", "dataset": "arith-h4", "variant": "sft", "seed": None, "benchmark": "suite-h4", "id": "b",
+         "error": "correct", "error_step": np.nan, "columns": 4},
+        {"model": "tiny", "dataset": "arith-h4", "variant": "trace", "seed": 0, "benchmark": "suite-h4", "id": "a",
+         "error": "carry", "error_step": 3.0, "columns": 4},
+        {"model": "tiny", "dataset": "arith-h4", "variant": "trace", "seed": 0, "benchmark": "suite-h4", "id": "b",
+         "error": "digits", "error_step": 0.0, "columns": 4},
+    ])
+    table = horizon_errors_table(errors, config, options).set_index("variant")
+    assert table.loc["sft", "correct"] == 0.5 and table.loc["sft", "first_error_carry"] == 0.5
+    assert table.loc["sft", "carry_error_position"] == 0.25
+    assert table.loc["trace", "first_error_other"] == 0.5 and table.loc["trace", "carry_error_position"] == 0.75
+
+
+def test_the_horizon_tables_and_figure_exist_only_for_a_horizon_study():
+    config = horizon_config()
+    assert "horizon" in table_names(config) and "horizon_errors" in table_names(config)
+    assert "horizon" in figure_names(config)
+    config["report"].pop("horizon")
+    assert "horizon" not in table_names(config) and "horizon" not in figure_names(config)
+
+
+@pytest.mark.parametrize("change, message", [
+    (lambda h: h["chains"].update({"nope": "suite-h2"}), "not a training set"),
+    (lambda h: h["chains"].update({"arith-h2": "nope"}), "not a benchmark"),
+    (lambda h: h["pairs"].update({"x": {"treatment": "trace"}}), "pairs.x"),
+    (lambda h: h["pairs"].update({"x": {"treatment": "trace", "baseline": "nope"}}), "pairs.x.baseline"),
+    (lambda h: h["equivalence_margin"].update({"slope": -1}), "slope"),
+    (lambda h: h.update({"chains": {"arith-h2": "suite-h2"}}), "at least two"),
+])
+def test_a_bad_horizon_design_is_refused_naming_the_key(change, message):
+    config = horizon_config()
+    change(config["report"]["horizon"])
+    with pytest.raises(ValueError, match=message):
+        report_options(config)
+
+
+def test_the_shipped_horizon_config_declares_its_primary_test_and_margins():
+    config = yaml.safe_load(open("config/horizon.yaml"))
+    design = report_options(config)["horizon"]
+    assert design["pairs"] == {"trace, clamp on": {"treatment": "recent-trace-0.99", "baseline": "grpo-clamp"}}
+    assert set(design["equivalence_margin"]) == {"effect", "slope"}
+    lengths = [chain_length(config["benchmarks"][b]) for b in design["chains"].values()]
+    assert max(lengths) / min(lengths) >= 6.0
+    assert len(config["seeds"]) >= 8
+    assert config["rl"]["max_completion_length"] > max(
+        max(len(r["solution"]) for r in arith.generate(200, seed=9, columns=config["benchmarks"][b]["columns"],
+                                                         carry_free_share=0.35)) for b in design["chains"].values())
+    assert not math.isnan(lengths[0])
+
+
+def test_the_finding_says_grows_only_on_a_resolved_slope_and_absent_only_on_tost(table):
+    from grpo_lambda.tables import blocks
+    config, frame = table
+    options = report_options(config)
+    text = blocks._horizon_finding(config, frame, options)
+    assert "grows with the chain's length" in text
+    trend = frame[frame["role"] == "trend"].iloc[0]
+    assert f"{trend['estimate']:+.3f}".replace("-", "−") in text
+    for verdict, words in (("not distinguishable", "is not resolved at 4 seeds"),
+                           ("equivalent", "does not change with the chain's length"),
+                           ("behind", "shrinks as the chain grows")):
+        changed = frame.copy()
+        changed.loc[changed["role"] == "trend", "verdict"] = verdict
+        text = blocks._horizon_finding(config, changed, options)
+        assert words in text and "grows with" not in text
+
+
+@pytest.mark.parametrize("entry, message", [
+    ({"source": "synthetic", "columns": 3, "level": 2, "n": 10, "seed": 1}, "columns"),
+    ({"source": "synthetic", "carry_free_share": 0.3, "level": 2, "n": 10, "seed": 1}, "columns"),
+    ({"source": "synthetic", "n": 10, "seed": 1}, "benchmarks.bad.level is required"),
+])
+def test_a_synthetic_suite_takes_a_level_or_a_horizon_not_both(entry, message):
+    from grpo_lambda.config import ConfigError, validate
+    config = yaml.safe_load(open("config/horizon.yaml"))
+    config["benchmarks"]["bad"] = entry
+    with pytest.raises(ConfigError, match=message):
+        validate(config)
+    assert validate(yaml.safe_load(open("config/horizon.yaml")))["benchmarks"]["suite-h14"]["columns"] == 14
