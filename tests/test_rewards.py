@@ -300,7 +300,7 @@ def test_a_user_reward_and_a_system_prompt_reach_training(tmp_path, tiny_model_d
     config = short_run(rewards=[{"name": "evaluation", "weight": 0}, {"name": f"{user_module}:sevens", "weight": 2}])
     config["models"]["tiny"]["system_prompt"] = "Add the numbers."
     (functions, names, weights), log, _ = train_cell(config, tmp_path / "cell", tiny_model_dir, data, monkeypatch)
-    assert names == ["accuracy_reward", "sevens"] and weights == [0.0, 2.0]
+    assert names == ["evaluation_reward", "sevens"] and weights == [0.0, 2.0]
 
     problems = {row["problem"] for row in map(json.loads, data.read_text().splitlines())}
     logged = [json.loads(line) for path in sorted((tmp_path / "cell" / "completions").glob("step-*.jsonl"))
@@ -319,7 +319,7 @@ def test_a_user_reward_and_a_system_prompt_reach_training(tmp_path, tiny_model_d
         sevens = sum(row["completion"].count("7") for row in rows) / len(rows)
         assert float(step["sevens"]) == pytest.approx(sevens)
         assert float(step["reward"]) == pytest.approx(2.0 * sevens)
-        assert float(step["accuracy_reward"]) == 0.0  # logged at weight 0 (the untrained model boxes nothing)
+        assert float(step["evaluation_reward"]) == 0.0  # logged at weight 0 (the untrained model boxes nothing)
     assert any(float(step["sevens"]) > 0 for step in log)
 
     # The user's reward code is part of the settings the cell's fingerprint hashes: edited, the cell starts afresh.
