@@ -116,6 +116,8 @@ def test_a_dataset_with_a_bad_byte_on_line_3_trains_on_the_other_lines(tmp_path,
     train.run(settings, base=str(tiny_model_dir), data_path=str(out), cell_dir=str(cell), seed=0)
     assert (cell / "model" / "model.safetensors").exists()
     assert len((cell / "train_log.csv").read_text().splitlines()) == 3
+    # the prompt as the model reads it is recorded, whatever rl.log_completions says
+    assert "What is 0 + 0?" in (cell / "prompt.txt").read_text()
 
 
 def test_prepare_refuses_a_repeated_id_with_another_answer_naming_both_lines(tmp_path):

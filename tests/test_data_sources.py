@@ -179,3 +179,32 @@ def test_a_hub_source_is_read_by_datasets_load_dataset(tmp_path, cli):
                            str(tmp_path / "other.jsonl")], env=env, capture_output=True, text=True, timeout=300)
     assert done.returncode != 0 and "fields.answer: column 'answer' is not in" in done.stderr
     assert not (tmp_path / "other.jsonl").exists()
+
+
+def test_rows_python_cannot_hold_are_skipped_and_named_by_the_column_check_and_prepare_keeps_the_good(tmp_path, caplog):
+    """A 100,000-deep nested array, a 5,000-digit integer and a lone surrogate once ended validation with a
+    RecursionError: the column check reads with prepare's guarded reader, so each is skipped and named, the
+    good rows decide the columns, and prepare writes the good rows."""
+    good = [json.dumps({"uid": f"g{i}", "question": f"What is {i}+{i}?", "final": 2 * i}).encode() for i in range(3)]
+    path = tmp_path / "rows.jsonl"
+    path.write_bytes(b"\n".join([
+        b'{"uid": "deep", "question": "x", "final": ' + b"[" * 100_000 + b"]" * 100_000 + b'}',
+        b'{"uid": "big", "question": "x", "final": ' + b"7" * 5000 + b'}',
+        b'{"uid": "lone", "question": "caf\\ud800", "final": 1, "only_here": 1}',
+        *good]) + b"\n")
+    fields = {"problem": "question", "answer": "final", "id": "uid"}
+    config = study.validate(with_dataset({"source": "file", "path": str(path), "fields": fields,
+                                          "answer_kind": "number"}))
+    assert f"{path}: 3 bad rows skipped in reading its columns" in caplog.text
+    for line, reason in ((1, "not JSON: nested too deeply"), (2, "not JSON: Exceeds the limit"),
+                         (3, "not UTF-8: a lone surrogate")):
+        assert f"{path}:{line}: {reason}" in caplog.text
+    # The skipped row's own column decides nothing: a mapping to it is refused, naming the good rows' columns.
+    with pytest.raises(study.ConfigError, match=r"fields\.solution: column 'only_here' is not in .*"
+                                                r"\(its columns: final, question, uid\)"):
+        study.validate(with_dataset({"source": "file", "path": str(path), "fields": {**fields, "solution": "only_here"}}))
+    out = tmp_path / "out" / "mine.jsonl"
+    assert prepare.run(study.stage_settings(config, "prepare", dataset="mine"), str(out)) == 3
+    assert [row["id"] for row in files.read_jsonl(out)] == ["g0", "g1", "g2"]
+    summary = json.loads(prepare.summary_path(str(out)).read_text())
+    assert summary["skipped_by_reason"] == {"not JSON": 2, "not UTF-8": 1}

@@ -386,7 +386,7 @@ def test_accuracy_reward_with_conversational_completions():
 
 def test_make_accuracy_reward_settings():
     reward = make_accuracy_reward(timeout=0.5, processes=1)
-    assert reward.__name__ == "accuracy_reward"  # the name TRL logs the reward under
+    assert reward.__name__ == "evaluation_reward"  # the name TRL logs the reward under: its rl.rewards name
     assert reward([boxed("x^2")], answer=["x^{2}"]) == [1.0]
     with pytest.raises(ValueError, match="timeout"):
         make_accuracy_reward(timeout=-1)

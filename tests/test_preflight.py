@@ -128,3 +128,115 @@ def test_the_study_check_runs_every_stage_and_reads_the_accuracies(tmp_path):
     assert all(0 <= value <= 1 for value in accuracy.values())
     assert (tmp_path / "work" / "study" / "tables" / "table1.csv").is_file()
     assert f"accuracy sft {accuracy['sft']:.3f}" in reason
+
+
+def _fake_checks(monkeypatch, behaviour: dict):
+    """Every check replaced: ``behaviour`` maps a check to an exception to raise; the others pass. Returns the
+    list of the checks that ran, in order."""
+    ran = []
+
+    def check(name):
+        def run_check(context):
+            ran.append(name)
+            if name in behaviour:
+                raise behaviour[name]
+            return f"{name} fine", {}
+        return run_check
+
+    for name in preflight.CHECKS:
+        monkeypatch.setattr(preflight, f"check_{name.replace('-', '_')}", check(name))
+    return ran
+
+
+def test_once_a_check_fails_the_slow_checks_are_skipped_saying_why(tmp_path, monkeypatch):
+    """As found: on a CPU machine the cuda check failed, then the study check ran the default's 940-step SFT for
+    17 minutes with nothing shown. A no-go is decided: the slow checks are left out, and the record says so."""
+    ran = _fake_checks(monkeypatch, {"cuda": preflight.Fail("no CUDA device is visible")})
+    saved = []
+    record = preflight.run(study.load(ROOT / "config" / "config.yaml"), work=str(tmp_path), out=lambda line: None,
+                           save=lambda partial: saved.append(partial))
+    assert ran == ["versions", "cuda", "bf16", "all-reduce", "hub", "disk"]
+    checks = {check["name"]: check for check in record["checks"]}
+    for name in preflight.SLOW:
+        assert checks[name]["status"] == "skip"
+        assert checks[name]["reason"] == "cuda failed: no-go already, the slow checks are left out"
+    assert record["verdict"] == "no-go" and record["complete"]
+    # a record after every check, the last one the whole
+    assert [len(partial["checks"]) for partial in saved] == [*range(1, len(preflight.CHECKS) + 1), len(preflight.CHECKS)]
+    assert not saved[0]["complete"] and saved[0]["verdict"] == "unfinished"
+
+
+def test_ctrl_c_in_a_check_ends_it_failed_the_rest_skipped_and_the_record_kept(tmp_path, monkeypatch):
+    ran = _fake_checks(monkeypatch, {"study": KeyboardInterrupt()})
+    saved = []
+    record = preflight.run(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=str(tmp_path),
+                           out=lambda line: None, save=lambda partial: saved.append(partial))
+    assert ran == ["versions", "cuda", "bf16", "all-reduce", "hub", "disk", "step-ratio", "study"]
+    checks = {check["name"]: check for check in record["checks"]}
+    assert (checks["study"]["status"], checks["study"]["reason"]) == ("fail", "interrupted (Ctrl-C)")
+    assert (checks["vllm-colocate"]["status"], checks["vllm-colocate"]["reason"]) == ("skip", "interrupted")
+    assert record["interrupted"] and record["verdict"] == "no-go" and saved[-1] == record
+
+
+def test_plain_preflight_on_a_machine_without_a_gpu_is_a_no_go_within_a_minute_naming_cpu(cli, tmp_path):
+    import time
+
+    start = time.monotonic()
+    result, lines, record = run_cli(cli, tmp_path)
+    seconds = time.monotonic() - start
+    assert result.returncode == 1, result.stdout + result.stderr
+    assert seconds < 60, seconds
+    assert lines["cuda"] == "fail" and all(lines[name] == "skip" for name in preflight.SLOW)
+    assert "preflight: this machine has no GPU: pass --cpu" in result.stdout
+    assert record["verdict"] == "no-go" and record["complete"]
+
+
+def test_ctrl_c_during_a_slow_check_leaves_a_partial_record_and_no_traceback(cli, tmp_path):
+    """As found: Ctrl-C printed a raw KeyboardInterrupt traceback and left no preflight.json."""
+    import signal
+    import time
+
+    work = tmp_path / "work"
+    process = subprocess.Popen([cli, "preflight", "--cpu", "--skip", "all-reduce", "step-ratio", "--work", str(work)],
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+    seen = []
+    for line in process.stdout:  # wait until the study check has started its first stage
+        seen.append(line)
+        if line.startswith("  .. study"):
+            break
+    time.sleep(2)
+    process.send_signal(signal.SIGINT)
+    out, err = process.communicate(timeout=120)
+    text = "".join(seen) + out
+    assert process.returncode == 130, text + err
+    assert "Traceback" not in err and "KeyboardInterrupt" not in err, err
+    assert "fail study          interrupted (Ctrl-C)" in text
+    record = json.loads((work / "preflight.json").read_text())
+    assert record["interrupted"] and record["verdict"] == "no-go"
+    assert {check["name"]: check["status"] for check in record["checks"]}["vllm-colocate"] == "skip"
+    assert not list((work / "study" / "logs").glob("*.log")) or "stage 1/" in text
+
+
+@pytest.mark.slow
+def test_cpu_preflight_answers_within_five_minutes_on_the_small_built_in_study(cli, tmp_path):
+    """--cpu on a machine without a GPU: a verdict in ≤ 5 minutes on 2 cores (the small built-in study, not the
+    default's 940-step SFT), with every stage run and every RL step logged."""
+    import os
+    import resource
+    import time
+
+    before, start = resource.getrusage(resource.RUSAGE_CHILDREN), time.monotonic()
+    result, lines, record = run_cli(cli, tmp_path, "--cpu")
+    seconds, after = time.monotonic() - start, resource.getrusage(resource.RUSAGE_CHILDREN)
+    assert result.returncode == 0, result.stdout + result.stderr
+    # The processor time of the preflight and every stage it ran bounds its time on 2 free cores (the stages run
+    # one after another); the wall clock says the same only on a machine nothing else loads.
+    processor = (after.ru_utime + after.ru_stime) - (before.ru_utime + before.ru_stime)
+    assert processor <= 300, processor
+    if os.getloadavg()[0] <= 2:
+        assert seconds <= 300, seconds
+    study_check = next(check for check in record["checks"] if check["name"] == "study")
+    assert study_check["status"] == "ok" and study_check["details"]["small"]
+    assert "every RL cell logged its 2 steps with finite losses" in study_check["reason"]
+    assert all(logged == 2 and finite for logged, finite, _ in study_check["details"]["train_logs"].values())
+    assert "  .. study          stage 1/" in result.stdout  # progress while the slow checks run

@@ -125,7 +125,10 @@ def test_a_user_reward_is_imported_and_checked_when_the_config_is_read(user_modu
     rewards = [{"name": "evaluation", "weight": 0.0}, {"name": f"{user_module}:digits", "weight": 1.0}]
     config = study.validate(_config(rewards=rewards))
     functions, weights = reward.reward_functions(reward.reward_specs(config["rl"]), max_completion_length=48)
-    assert [f.__name__ for f in functions] == ["accuracy_reward", "digits"] and weights == [0.0, 1.0]
+    # logged by the rl.rewards name they stand for (found: `evaluation` logged as accuracy_reward)
+    assert [f.__name__ for f in functions] == ["evaluation_reward", "digits"] and weights == [0.0, 1.0]
+    columns = train.reward_columns([f.__name__ for f in functions], weights)
+    assert columns["evaluation_reward"] == "rewards/evaluation_reward/mean" and "accuracy_reward" not in columns
     assert functions[1](["a1b22", "none"], answer=["3", "4"]) == [3.0, 0.0]
 
 
@@ -150,7 +153,7 @@ def test_a_bad_reward_is_refused_naming_the_entry_and_why(user_module, name, cul
     ({"reward": "strict", "rewards": [{"name": "evaluation"}]}, r"rl\.reward and rl\.rewards: give rl\.rewards or"),
     ({"rewards": [{"name": "evaluation", "weight": 0}, {"name": "format", "weight": 0}]}, r"every weight is 0"),
     ({"rewards": [{"name": "evaluation"}, {"name": "evaluation", "weight": 0}]},
-     r"rl\.rewards\[1\]: 'evaluation' is logged as 'accuracy_reward', like rl\.rewards\[0\]"),
+     r"rl\.rewards\[1\]: 'evaluation' is logged as 'evaluation_reward', like rl\.rewards\[0\]"),
     ({"rewards": [{"name": "evaluation"}, {"name": "overlong", "weight": 1}]},
      r"rl\.rewards\[1\]\.name: .*cache_tokens"),
     ({"rewards": [{"name": "evaluation"}, {"name": "overlong", "cache_tokens": 8, "max_tokens": 4}]},
@@ -297,7 +300,7 @@ def test_a_user_reward_and_a_system_prompt_reach_training(tmp_path, tiny_model_d
     config = short_run(rewards=[{"name": "evaluation", "weight": 0}, {"name": f"{user_module}:sevens", "weight": 2}])
     config["models"]["tiny"]["system_prompt"] = "Add the numbers."
     (functions, names, weights), log, _ = train_cell(config, tmp_path / "cell", tiny_model_dir, data, monkeypatch)
-    assert names == ["accuracy_reward", "sevens"] and weights == [0.0, 2.0]
+    assert names == ["evaluation_reward", "sevens"] and weights == [0.0, 2.0]
 
     problems = {row["problem"] for row in map(json.loads, data.read_text().splitlines())}
     logged = [json.loads(line) for path in sorted((tmp_path / "cell" / "completions").glob("step-*.jsonl"))
@@ -316,7 +319,7 @@ def test_a_user_reward_and_a_system_prompt_reach_training(tmp_path, tiny_model_d
         sevens = sum(row["completion"].count("7") for row in rows) / len(rows)
         assert float(step["sevens"]) == pytest.approx(sevens)
         assert float(step["reward"]) == pytest.approx(2.0 * sevens)
-        assert float(step["accuracy_reward"]) == 0.0  # logged at weight 0 (the untrained model boxes nothing)
+        assert float(step["evaluation_reward"]) == 0.0  # logged at weight 0 (the untrained model boxes nothing)
     assert any(float(step["sevens"]) > 0 for step in log)
 
     # The user's reward code is part of the settings the cell's fingerprint hashes: edited, the cell starts afresh.

@@ -257,3 +257,68 @@ def test_a_log_ending_in_a_traceback_without_its_exception_line_is_failed(study)
     assert cell["log"] == log
     line = next(line for line in format_status(report) if line.startswith("tiny/arith/grpo/seed0 "))
     assert "a traceback without its exception line" in line and log in line
+
+
+def _status_cli(study, tmp_path, *extra, cwd=None):
+    import yaml
+
+    config_file = tmp_path / "config.yaml"
+    config_file.write_text(yaml.safe_dump(study))
+    return subprocess.run([sys.executable, "-m", "grpo_lambda.cli", "status", "--configfile", str(config_file), *extra],
+                          capture_output=True, text=True, timeout=120, cwd=cwd)
+
+
+def test_a_killed_cell_exits_non_zero_naming_it(study, tmp_path):
+    """As found: a trainer killed mid-run was shown 'stalled: its trainer is gone' and status exited 0 while
+    Snakemake had ended rc 1. A stalled cell needs a rerun, as a failed one does: exit status 1, named."""
+    folder = _cell_folder(study, "grpo", 0)
+    _train_log(study, "grpo", 0, 3)
+    _log(study, "grpo", 0, "step 3\n")
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpo_lambda import files\n"
+                               "with files.exclusive(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)",
+                               folder], stdout=subprocess.PIPE, text=True)
+    try:
+        assert holder.stdout.readline().strip() == "held"
+        assert _status_cli(study, tmp_path).returncode == 0  # running
+    finally:
+        holder.kill()
+        holder.wait()
+    done = _status_cli(study, tmp_path)
+    assert done.returncode == 1, done.stdout + done.stderr
+    assert done.stderr.strip() == "grpo-lambda status: 1 stalled: tiny/arith/grpo/seed0"
+    assert f"its trainer (pid {holder.pid}) is gone" in done.stdout
+    _log(study, "recent-trace-0.99", 2, "step 3\ntorch.OutOfMemoryError: CUDA out of memory\n")
+    both = _status_cli(study, tmp_path, "--json")
+    assert both.returncode == 1 and both.stderr.strip() == (
+        "grpo-lambda status: 1 failed: tiny/arith/recent-trace-0.99/seed2; 1 stalled: tiny/arith/grpo/seed0")
+
+
+def test_a_failed_cell_of_an_overlay_the_config_lacks_is_shown_and_fails_the_status(study, tmp_path):
+    """As found: a grid run with an overlay (a learning-rate sweep), status given the study alone: the sweep's
+    failed cell was hidden and status exited 0. The tree's cells the config does not name are listed, marked."""
+    _train_log(study, "grpo", 0, 2)
+    _log(study, "grpo-lr3e-5", 0, "step 1\nFloatingPointError: step 1: loss is nan; training stopped.\n")
+    _train_log(study, "grpo-lr1e-5", 0, 4)
+    report = grid_status(study)
+    others = {cell["cell"]: cell for cell in report["others"]}
+    assert set(others) == {"tiny/arith/grpo-lr1e-5/seed0", "tiny/arith/grpo-lr3e-5/seed0"}
+    assert others["tiny/arith/grpo-lr3e-5/seed0"]["state"] == "failed"
+    assert others["tiny/arith/grpo-lr1e-5/seed0"]["state"] == "running"
+    assert others["tiny/arith/grpo-lr1e-5/seed0"]["max_steps"] is None  # the config that knows it is not here
+    lines = format_status(report)
+    assert any(line.startswith("tiny/arith/grpo-lr1e-5/seed0 ") and "step 4," in line
+               and line.endswith("(not in this config)") for line in lines)
+    assert lines[-1] == "and 2 cells the config does not name (an overlay left out?): 1 running, 1 failed"
+    done = _status_cli(study, tmp_path)
+    assert done.returncode == 1
+    assert done.stderr.strip() == "grpo-lambda status: 1 failed: tiny/arith/grpo-lr3e-5/seed0"
+
+
+def test_status_without_a_config_warns_that_it_shows_the_default_study(tmp_path):
+    done = subprocess.run([sys.executable, "-m", "grpo_lambda.cli", "status", "--results", str(tmp_path / "results")],
+                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stderr.startswith("grpo-lambda status: no --configfile given: showing config/config.yaml's cells")
+    given = subprocess.run([sys.executable, "-m", "grpo_lambda.cli", "status", "--configfile", "config/config.yaml",
+                            "--results", str(tmp_path / "results")], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert "no --configfile given" not in given.stderr

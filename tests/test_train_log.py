@@ -140,3 +140,39 @@ def test_resume_passes_over_a_damaged_newest_checkpoint_naming_it(tmp_path, capl
     (resume / "checkpoint-2" / "global_step2").mkdir()  # a DeepSpeed ZeRO checkpoint keeps its shards here
     assert newest_loadable_checkpoint(resume) == str(resume / "checkpoint-2")
     assert newest_loadable_checkpoint(tmp_path / "absent") is None
+
+
+def test_steps_on_which_every_group_got_one_reward_are_warned_of_once(caplog):
+    """As found: frac_reward_zero_std was 1 at every step (nothing to learn) and nothing said so."""
+    from types import SimpleNamespace
+
+    from grpo_lambda.train import NO_SIGNAL_STEPS, NoLearningSignal
+
+    callback = NoLearningSignal()
+    flats = [1.0, 1.0, 0.5] + [1.0] * (NO_SIGNAL_STEPS + 3)
+    for step, flat in enumerate(flats, 1):
+        callback.on_log(None, SimpleNamespace(global_step=step, is_world_process_zero=True), None,
+                        logs={"frac_reward_zero_std": flat, "reward": 0.0})
+    warnings = [record.message for record in caplog.records if "same reward" in record.message]
+    assert len(warnings) == 1  # once, after NO_SIGNAL_STEPS in a row (the first two were broken by step 3)
+    assert warnings[0].startswith(f"steps 4-{3 + NO_SIGNAL_STEPS}: every group's completions got the same reward")
+
+
+def test_a_non_finite_loss_names_only_a_checkpoint_that_exists(tmp_path):
+    """As found: the NaN error named a checkpoint that did not exist."""
+    from types import SimpleNamespace
+
+    from grpo_lambda.train import StopOnNonFiniteLoss
+
+    args = SimpleNamespace(output_dir=str(tmp_path / "resume"), save_steps=10)
+    state = SimpleNamespace(global_step=7)
+    with pytest.raises(FloatingPointError, match=r"step 7: loss is nan; training stopped; no checkpoint was saved "
+                                                 r"before it \(every 10 steps\): a rerun starts at step 1"):
+        StopOnNonFiniteLoss().on_log(args, state, None, logs={"loss": float("nan")})
+    checkpoint = tmp_path / "resume" / "checkpoint-10"
+    checkpoint.mkdir(parents=True)
+    (checkpoint / "model.safetensors").write_bytes(b"")
+    (checkpoint / "trainer_state.json").write_text(json.dumps({"global_step": 10}))
+    state.global_step = 13
+    with pytest.raises(FloatingPointError, match=rf"a rerun resumes from {checkpoint}, the newest checkpoint"):
+        StopOnNonFiniteLoss().on_log(args, state, None, logs={"grad_norm": float("inf")})

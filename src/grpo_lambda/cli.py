@@ -35,6 +35,8 @@ CONFIGFILE_HELP = ("the study's config file, then any overlays merged over it in
                    "merges them")
 SET_HELP = ("override one key, as snakemake --config does: rl.max_steps=5, 'rl={max_steps: 5}', 'seeds=[0]' "
             "(the value takes the schema's type); repeatable")
+# The study a command reads when no --configfile is given (Snakemake's default too).
+DEFAULT_CONFIG = "config/config.yaml"
 # The config section each cell name is looked up in.
 _SECTIONS = {"model": "models", "dataset": "datasets", "variant": "variants", "benchmark": "benchmarks"}
 
@@ -44,7 +46,7 @@ def _load_config(args) -> dict:
     from grpo_lambda import config as config_module
 
     try:
-        return config_module.load(args.configfile, args.set or ())
+        return config_module.load_naming_source(args.configfile, args.set or (), given_as="--set")
     except FileNotFoundError as error:
         raise UsageError(f"config file {error.filename} does not exist") from None
     except config_module.ConfigError as error:
@@ -121,20 +123,26 @@ def cmd_validate(args) -> None:
 def cmd_status(args) -> None:
     from grpo_lambda import status
 
+    if args.configfile is None:  # the default study's cells are rarely the grid a researcher runs: say so
+        args.configfile = [DEFAULT_CONFIG]
+        print(f"grpo-lambda status: no --configfile given: showing {DEFAULT_CONFIG}'s cells; give the study's "
+              "config and its overlays as the grid was run with them", file=sys.stderr)
     report = status.grid_status(_load_config(args), results=args.results,
                                 stale_minutes=args.stale_minutes)
     if args.json:
         print(json.dumps(report, indent=2))
     else:
         print("\n".join(status.format_status(report)))
-    failed = [cell["cell"] for cell in report["cells"] if cell["state"] == "failed"]
-    if failed:  # a script or a cron job sees it without parsing the lines
-        print(f"grpo-lambda status: {len(failed)} failed: {', '.join(failed)}", file=sys.stderr)
+    attention = status.needing_attention(report)
+    if attention:  # a script or a cron job sees it without parsing the lines
+        print("grpo-lambda status: " + "; ".join(f"{len(names)} {state}: {', '.join(names)}"
+                                                 for state, names in attention.items()), file=sys.stderr)
         raise SystemExit(1)
 
 
 def cmd_preflight(args) -> None:
-    """Exit 0 on go, 1 on no-go; the JSON record is written either way."""
+    """Exit 0 on go, 1 on no-go, 130 on Ctrl-C; the JSON record is written after every check (a partial one
+    when interrupted)."""
     from pathlib import Path
 
     from grpo_lambda import preflight
@@ -143,11 +151,13 @@ def cmd_preflight(args) -> None:
     if unknown:
         raise UsageError(f"--skip {unknown[0]}: no such check; the checks: {', '.join(preflight.CHECKS)}")
     config = _load_config(args)
-    record = preflight.run(config, cpu=args.cpu, quick=args.quick, skip=args.skip, work=args.work,
-                           study_config=args.study_config, out=lambda line: print(line, flush=True))
     path = Path(args.json or Path(args.work) / "preflight.json")
-    preflight.write(record, path)
+    record = preflight.run(config, cpu=args.cpu, quick=args.quick, skip=args.skip, work=args.work,
+                           study_config=args.study_config, out=lambda line: print(line, flush=True),
+                           save=lambda partial: preflight.write(partial, path))
     print(f"record: {path}")
+    if record["interrupted"]:
+        raise SystemExit(130)  # the shell's status for a command ended by Ctrl-C
     if record["verdict"] != "go":
         raise SystemExit(1)
 
@@ -384,9 +394,11 @@ def parser() -> argparse.ArgumentParser:
         description="One line per RL cell of the config: done; running (last step, last reward, steps per "
                     "minute, time left); failed (the line of its job log that says why); stalled (started, "
                     "nothing written for --stale-minutes: a rerun resumes it); missing. Then the totals. "
-                    "Reads the results tree only, so it works while a grid is writing it. Exit status 1 when "
-                    "a cell failed (named on standard error), else 0.")
-    config_options(sub, default=["config/config.yaml"])
+                    "Reads the results tree only, so it works while a grid is writing it. Cells of the tree "
+                    "that the config does not name (an overlay left out) follow, marked. Without --configfile: "
+                    "config/config.yaml, with a warning. Exit status 1 when "
+                    "a cell failed or stalled (named on standard error), else 0.")
+    config_options(sub)
     sub.add_argument("--results", metavar="DIR", help="the results folder (default: the config's results:)")
     sub.add_argument("--stale-minutes", type=float, default=30.0, metavar="MIN",
                      help="a started cell with no write for longer is stalled, not running (default: %(default)s)")
@@ -398,15 +410,18 @@ def parser() -> argparse.ArgumentParser:
         description="Checks, in order: package versions, CUDA, bf16, an all-reduce across the visible GPUs, the "
                     "hub (the config's models and datasets cached or reachable), free disk against the grid's "
                     "estimate, the step-time ratio on a Qwen2.5-1.5B-shaped model, the embedded default study "
-                    "for one seed, and a 2-step train cell with colocated vLLM (when installed). Exit status 0 "
-                    "on go, 1 on no-go (docs/cluster.md).")
+                    "for one seed, and a 2-step train cell with colocated vLLM (when installed). Once a check "
+                    "fails, the slow ones are skipped (no-go already). Exit status 0 on go, 1 on no-go, 130 on "
+                    "Ctrl-C, with the record of the checks so far (docs/cluster.md).")
     config_options(sub, default=["config/config.yaml"])  # the grid's study: its hub sources and disk estimate
     sub.add_argument("--cpu", action="store_true",
-                     help="a node without a GPU: skip the GPU checks (without it, no GPU is a failure)")
+                     help="a node without a GPU: skip the GPU checks (without it, no GPU is a failure) and run the "
+                          "study check on a small built-in study (a verdict in ≤ 5 minutes on 2 cores)")
     sub.add_argument("--quick", action="store_true", help="skip the slow checks: step-ratio, study, vllm-colocate")
     sub.add_argument("--skip", nargs="+", default=[], metavar="CHECK", help="skip these checks")
-    sub.add_argument("--study-config", metavar="FILE", default="config/config.yaml",
-                     help="the study the study check runs for one seed (default: %(default)s)")
+    sub.add_argument("--study-config", metavar="FILE",
+                     help="the study the study check runs for one seed (default: config/config.yaml; with --cpu, "
+                          "a small built-in study of it that runs in minutes on 2 cores)")
     sub.add_argument("--work", metavar="DIR", default="results/preflight",
                      help="folder for the checks' runs and logs (default: %(default)s)")
     sub.add_argument("--json", metavar="FILE", help="the JSON record (default: WORK/preflight.json)")

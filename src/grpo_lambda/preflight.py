@@ -17,13 +17,20 @@ One line per check (ok, fail or skip, and why), then a go/no-go and a JSON recor
                    (Snakemake is not needed on the node): every stage runs, and RL beats SFT
     vllm-colocate  a 2-step train cell with TRL's colocated vLLM and its weight sync, when vLLM is installed
 
---quick skips the last three (the slow ones); --cpu is for a node without a GPU: the GPU checks are
-skipped instead of failed. It is a CLI stage rather than a script so that the jobs' own environment
-runs it, as one job of the cluster (`srun --gpus 4 grpo-lambda preflight --configfile config/paper.yaml`).
+--quick skips the last three (the slow ones); once a check has failed (the verdict is no-go whatever
+follows) the slow ones are skipped too, saying so. --cpu is for a node without a GPU: the GPU checks are
+skipped instead of failed, and the study check runs a small built-in study (``small_study``: the default's,
+2 benchmarks of 20 problems, a 200-row SFT epoch, 2 RL steps: every stage must run and every RL step be
+logged with a finite loss, RL need not beat SFT) unless --study-config names one, so that the whole run
+answers in minutes on 2 cores. A slow check prints a line as each stage starts and every
+``PROGRESS_SECONDS`` while one runs. The record is written after every check (a partial one on Ctrl-C,
+marked ``interrupted``). It is a CLI stage rather than a script so that the jobs' own environment runs it,
+as one job of the cluster (`srun --gpus 4 grpo-lambda preflight --configfile config/paper.yaml`).
 """
 
 from __future__ import annotations
 
+import copy
 import importlib.metadata
 import json
 import os
@@ -42,6 +49,17 @@ REPOSITORY = Path(__file__).resolve().parents[2]
 STEP_RATIO_GOAL = 1.03
 # The variants of the step-ratio check: the relative form the paper states and the released code's absolute one.
 STEP_VARIANTS = ("grpo-lambda-recent", "grpo-lambda-absolute")
+# A slow check's running stage is reported this often (seconds), so that a long stage never looks hung.
+PROGRESS_SECONDS = 30
+# The study --cpu runs unless --study-config names one: config/config.yaml made small enough to run every stage
+# in a few minutes on 2 cores (the default's 940-step SFT alone takes 15 on them).
+SMALL_STUDY = {"datasets": {"arith": {"n": 200}}, "sft": {"num_train_epochs": 1},
+               "rl": {"max_steps": 2, "per_device_train_batch_size": 8, "max_completion_length": 32, "save_steps": 5,
+                      "log_completions": None},
+               "evaluation": {"max_new_tokens": 32}}
+SMALL_BENCHMARKS = 2
+SMALL_BENCHMARK_ROWS = 20
+DEFAULT_STUDY = "config/config.yaml"
 
 
 class Skip(Exception):
@@ -53,28 +71,43 @@ class Fail(Exception):
 
 
 class Context:
-    def __init__(self, config: dict, *, cpu: bool, work: Path, study_config: str):
+    def __init__(self, config: dict, *, cpu: bool, work: Path, study_config: str | None, out=print):
         import torch
 
-        self.config, self.cpu, self.work, self.study_config = config, cpu, work, study_config
+        # --cpu without --study-config: the small built-in study (SMALL_STUDY)
+        self.small_study = cpu and study_config is None
+        self.config, self.cpu, self.work, self.study_config = config, cpu, work, study_config or DEFAULT_STUDY
         self.gpus = torch.cuda.device_count() if torch.cuda.is_available() else 0
         self.study_results: Path | None = None  # the study's results folder, once it ran
+        self.out, self.check = out, ""  # where progress lines go, and the check that prints them
+
+    def progress(self, text: str) -> None:
+        self.out(f"  .. {self.check:14} {text}")
 
 
 def run(config: dict, *, cpu: bool = False, quick: bool = False, skip=(), work: str = "results/preflight",
-        study_config: str = "config/config.yaml", out=print) -> dict:
-    """Run the checks in order, printing one line each; the record (verdict, checks) is returned."""
-    context = Context(config, cpu=cpu, work=Path(work), study_config=study_config)
+        study_config: str | None = None, out=print, save=None) -> dict:
+    """Run the checks in order, printing one line each; the record (verdict, checks) is returned, and given to
+    ``save`` after every check. Once a check fails the slow ones are skipped (the verdict is no-go already).
+    Ctrl-C ends the check under way as failed and the rest as skipped: the record says ``interrupted``."""
+    context = Context(config, cpu=cpu, work=Path(work), study_config=study_config, out=out)
     context.work.mkdir(parents=True, exist_ok=True)
     checks = []
+    interrupted = False
     for name in CHECKS:
         start = time.perf_counter()
         details = {}
-        if name in skip:
+        failed = next((check["name"] for check in checks if check["status"] == "fail"), None)
+        if interrupted:
+            status, reason = "skip", "interrupted"
+        elif name in skip:
             status, reason = "skip", "--skip"
         elif quick and name in SLOW:
             status, reason = "skip", "--quick"
+        elif failed and name in SLOW:
+            status, reason = "skip", f"{failed} failed: no-go already, the slow checks are left out"
         else:
+            context.check = name
             try:
                 reason, details = globals()[f"check_{name.replace('-', '_')}"](context)
                 status = "ok"
@@ -82,19 +115,36 @@ def run(config: dict, *, cpu: bool = False, quick: bool = False, skip=(), work: 
                 status, reason = "skip", str(why)
             except Fail as why:
                 status, reason = "fail", str(why)
+            except KeyboardInterrupt:
+                status, reason, interrupted = "fail", "interrupted (Ctrl-C)", True
             except Exception as error:  # a check that breaks is a failed check, not a broken preflight
                 status, reason = "fail", f"{type(error).__name__}: {error}"
         seconds = time.perf_counter() - start
         checks.append({"name": name, "status": status, "reason": reason, "seconds": round(seconds, 1),
                        "details": details})
         out(f"{status:4} {name:14} {reason} ({seconds:.0f} s)")
-    counts = {status: sum(check["status"] == status for check in checks) for status in ("ok", "fail", "skip")}
-    verdict = "no-go" if counts["fail"] else "go"
+        if save is not None:
+            save(_record(checks, cpu=cpu, quick=quick, interrupted=interrupted, complete=False))
+    record = _record(checks, cpu=cpu, quick=quick, interrupted=interrupted, complete=True)
+    counts = record["counts"]
     skipped = ", ".join(check["name"] for check in checks if check["status"] == "skip")
-    out(f"preflight: {verdict} ({counts['ok']} ok, {counts['fail']} failed, {counts['skip']} skipped"
-        + (f": {skipped})" if skipped else ")"))
+    out(f"preflight: {record['verdict']} ({counts['ok']} ok, {counts['fail']} failed, {counts['skip']} skipped"
+        + (f": {skipped})" if skipped else ")") + (", interrupted" if interrupted else ""))
+    if not cpu and not context.gpus and not interrupted:
+        out("preflight: this machine has no GPU: pass --cpu to check it as a CPU node "
+            "(grpo-lambda preflight --cpu answers in minutes)")
+    if save is not None:
+        save(record)
+    return record
+
+
+def _record(checks: list[dict], *, cpu: bool, quick: bool, interrupted: bool, complete: bool) -> dict:
+    """The JSON record of the checks so far; ``complete`` False while checks remain (a partial record)."""
+    counts = {status: sum(check["status"] == status for check in checks) for status in ("ok", "fail", "skip")}
+    verdict = "no-go" if counts["fail"] or interrupted else ("go" if complete else "unfinished")
     return {"verdict": verdict, "host": socket.gethostname(), "time": time.strftime("%Y-%m-%dT%H:%M:%S%z"),
-            "cpu": cpu, "quick": quick, "counts": counts, "checks": checks}
+            "cpu": cpu, "quick": quick, "interrupted": interrupted, "complete": complete, "counts": counts,
+            "checks": list(checks)}
 
 
 # --- the checks: each returns (reason, details) or raises Skip / Fail ------------------------------------
@@ -363,7 +413,8 @@ def check_step_ratio(context):
     record = context.work / "step-ratio.json"
     command = [sys.executable, str(bench), *shape, "--completion-length", "256", "--rounds", "3", "--iterations", "2",
                "--variants", *STEP_VARIANTS, "--json", str(record)]
-    _run_logged(command, context.work / "step-ratio.log", timeout=900)
+    context.progress(f"benchmarks/bench_step.py --shape {shape[-1]} (log: {context.work / 'step-ratio.log'})")
+    _run_logged(command, context.work / "step-ratio.log", timeout=900, progress=context.progress)
     rows = {row["variant"]: row for row in json.loads(record.read_text())["rows"]}
     # the loss-only estimate: low-noise where the whole call's time scatters (a shared CPU)
     worst = max(rows[name]["ratio_from_loss_only"] for name in STEP_VARIANTS)
@@ -379,21 +430,74 @@ def check_study(context):
     from grpo_lambda import config as study
 
     config = study.load(context.study_config)
+    if context.small_study:
+        config = small_study(config)
     config.update(seeds=[0], results=str(context.work / "study"))
     commands = study_commands(config)
     times = {}
-    for label, command in commands:
+    for index, (label, command) in enumerate(commands, 1):
+        log = context.work / "study" / "logs" / f"{label.replace('/', '_')}.log"
+        context.progress(f"stage {index}/{len(commands)} {label} (log: {log})")
         start = time.perf_counter()
-        _run_logged(command, context.work / "study" / "logs" / f"{label.replace('/', '_')}.log", timeout=1800)
+        _run_logged(command, log, timeout=1800, progress=context.progress)
         times[label] = round(time.perf_counter() - start, 1)
     context.study_results = Path(config["results"])
     accuracy = study_accuracies(config)
-    words = f"{len(commands)} stages in {sum(times.values()):.0f} s; accuracy " + ", ".join(
-        f"{arm} {value:.3f}" for arm, value in accuracy.items())
+    words = (("the small built-in study (--cpu): " if context.small_study else "")
+             + f"{len(commands)} stages in {sum(times.values()):.0f} s; accuracy "
+             + ", ".join(f"{arm} {value:.3f}" for arm, value in accuracy.items()))
+    details = {"seconds": times, "accuracy": accuracy, "results": config["results"], "small": context.small_study}
+    if context.small_study:  # 2 RL steps on a 1-epoch SFT model judge no accuracy: every step must have run
+        logs = study_train_logs(config)
+        details["train_logs"] = logs
+        steps = config["rl"]["max_steps"]
+        short = [f"{cell} ({logged} of {steps} steps{'' if finite else ', a loss not finite'})"
+                 for cell, (logged, finite, _) in logs.items() if logged != steps or not finite]
+        if short:
+            raise Fail(words + f"; RL cells without their steps: {', '.join(short)}")
+        flat = [share for _, _, share in logs.values() if share is not None]
+        return (words + f"; every RL cell logged its {steps} steps with finite losses"
+                + (f" (groups with equal rewards: {sum(flat) / len(flat):.0%})" if flat else "")
+                + "; whether RL beats SFT is a full study's question (--study-config)"), details
     behind = [arm for arm, value in accuracy.items() if arm != "sft" and not value > accuracy["sft"]]
     if behind:
         raise Fail(words + f"; RL did not beat SFT: {', '.join(behind)}")
-    return words, {"seconds": times, "accuracy": accuracy, "results": config["results"]}
+    return words, details
+
+
+def small_study(config: dict) -> dict:
+    """A study made small (SMALL_STUDY over it, its first SMALL_BENCHMARKS benchmarks of SMALL_BENCHMARK_ROWS
+    problems each) for the study check of --cpu."""
+    from grpo_lambda import config as study
+
+    small = study.merge(copy.deepcopy(config), {key: value for key, value in SMALL_STUDY.items() if key != "datasets"})
+    for name, spec in SMALL_STUDY["datasets"].items():
+        if name in small["datasets"]:
+            small["datasets"][name] = {**small["datasets"][name], **spec}
+    small["benchmarks"] = {name: {**spec, "n": min(spec.get("n", SMALL_BENCHMARK_ROWS), SMALL_BENCHMARK_ROWS)}
+                           if spec.get("source") == "synthetic" else spec
+                           for name, spec in list(config["benchmarks"].items())[:SMALL_BENCHMARKS]}
+    return study.validate(small, source="the small built-in study")
+
+
+def study_train_logs(config: dict) -> dict:
+    """Each RL cell's logged steps, as (steps logged, whether every loss is finite, the mean share of groups whose
+    rewards were all equal: frac_reward_zero_std)."""
+    import math
+
+    from grpo_lambda import config as study
+    from grpo_lambda import layout
+    from grpo_lambda.status import read_train_log
+
+    found = {}
+    for cell in study.rl_cells(config):
+        name = layout.cell(cell["model"], cell["dataset"], cell["variant"], cell["seed"])
+        rows = read_train_log(Path(config["results"]) / layout.train_log(cell["model"], cell["dataset"],
+                                                                          cell["variant"], cell["seed"]))
+        flat = [row["frac_reward_zero_std"] for row in rows if row.get("frac_reward_zero_std") is not None]
+        found[name] = (len(rows), all(isinstance(row.get("loss"), float) and math.isfinite(row["loss"]) for row in rows),
+                       sum(flat) / len(flat) if flat else None)
+    return found
 
 
 def study_commands(config: dict) -> list[tuple[str, list[str]]]:
@@ -521,19 +625,42 @@ def check_vllm_colocate(context):
             f"reward {log['reward'].iloc[-1]:.3f}"), {"rows": log.to_dict("records")}
 
 
-def _run_logged(command: list[str], log: Path, *, timeout: float) -> None:
-    """Run a command with its output in `log`; Fail with the log's last line when it exits non-zero."""
+def _run_logged(command: list[str], log: Path, *, timeout: float, progress=None) -> None:
+    """Run a command with its output in `log`; Fail with the log's last line when it exits non-zero.
+    ``progress`` (a callable taking a line) hears every PROGRESS_SECONDS how long it has run and the log's last
+    line. Ctrl-C ends the command before it reaches the caller."""
     log.parent.mkdir(parents=True, exist_ok=True)
     env = {**os.environ, "HF_HUB_OFFLINE": os.environ.get("HF_HUB_OFFLINE", "1"),
            "HF_DATASETS_OFFLINE": os.environ.get("HF_DATASETS_OFFLINE", "1")}
+    start = time.monotonic()
     with open(log, "w") as handle:
+        process = subprocess.Popen(command, stdout=handle, stderr=subprocess.STDOUT, env=env)
         try:
-            code = subprocess.run(command, stdout=handle, stderr=subprocess.STDOUT, env=env, timeout=timeout).returncode
-        except subprocess.TimeoutExpired:
-            raise Fail(f"{' '.join(command[1:3])} ran past {timeout:.0f} s (log: {log})") from None
+            while True:
+                try:
+                    code = process.wait(timeout=PROGRESS_SECONDS)
+                    break
+                except subprocess.TimeoutExpired:
+                    elapsed = time.monotonic() - start
+                    if elapsed > timeout:
+                        raise Fail(f"{' '.join(command[1:3])} ran past {timeout:.0f} s (log: {log})") from None
+                    if progress is not None:
+                        last = _last_line(log)[:120]
+                        progress(f"{elapsed:.0f} s" + (f": {last}" if last else ", nothing logged yet"))
+        finally:
+            if process.poll() is None:
+                process.kill()
+                process.wait()
     if code:
-        lines = [line for line in log.read_text().splitlines() if line.strip()]
-        raise Fail(f"{' '.join(command[1:4])} exited {code}: {lines[-1] if lines else ''} (log: {log})")
+        raise Fail(f"{' '.join(command[1:4])} exited {code}: {_last_line(log)} (log: {log})")
+
+
+def _last_line(log: Path) -> str:
+    try:
+        lines = [line for line in log.read_text(errors="replace").splitlines() if line.strip()]
+    except OSError:
+        return ""
+    return lines[-1].strip() if lines else ""
 
 
 def write(record: dict, path: Path) -> None:

@@ -17,6 +17,10 @@ error; stalled when its trainer ran on this host and its process is gone (a kill
 resumes it), or when nothing has been written for ``stale_minutes`` (a trainer on another host);
 running when its log or train_log.csv was written within ``stale_minutes``; missing when nothing of it
 exists.
+
+A cell the results tree holds (a folder or a job log) that the config given does not name, as when the
+grid ran with an overlay left out here, is listed too, after the config's, as ``not in this config``: a
+failed or stalled cell is never hidden by the config status reads.
 """
 
 from __future__ import annotations
@@ -34,6 +38,9 @@ from grpo_lambda import layout
 from grpo_lambda.lifetime import alive
 
 STATES = ("done", "running", "failed", "stalled", "missing")
+# The states that need someone: a failed cell, and a stalled one (its trainer gone, or silent), which only a rerun
+# resumes; `grpo-lambda status` exits 1 when a cell is in one.
+NEEDS_ATTENTION = ("failed", "stalled")
 # A log line that names why a job ended: an exception, the OOM killer, a scheduler's cancel.
 _FAILURE = re.compile(r"^\w+(\.\w+)*(Error|Exception|Interrupt)\b|\bKilled\b|out of memory|CANCELLED")
 # Steps whose time makes the speed and the time left (the newest ones).
@@ -103,7 +110,7 @@ def evaluation_failure(results: Path, cell: dict, benchmarks: list[str]) -> str 
     return None
 
 
-def cell_status(results: Path, cell: dict, max_steps: int, *, now: float, stale_minutes: float,
+def cell_status(results: Path, cell: dict, max_steps: int | None, *, now: float, stale_minutes: float,
                 benchmarks: list[str] = ()) -> dict:
     """One cell's state and what a watcher wants to know about it."""
     name = cell_name(cell)
@@ -125,7 +132,7 @@ def cell_status(results: Path, cell: dict, max_steps: int, *, now: float, stale_
         if times and statistics.fmean(times) > 0:
             seconds_per_step = statistics.fmean(times)
             status["steps_per_minute"] = 60.0 / seconds_per_step
-            if status["step"] is not None:
+            if status["step"] is not None and max_steps is not None:
                 status["eta_minutes"] = max(0, max_steps - status["step"]) * seconds_per_step / 60.0
     if (folder / "model").is_dir() and train_log.is_file():
         status["state"] = "done"
@@ -159,16 +166,38 @@ def _finite(value) -> bool:
     return isinstance(value, float) and math.isfinite(value)
 
 
+def tree_cells(results: Path) -> list[dict]:
+    """The RL cells the results tree holds: a ``<model>/<dataset>/<variant>/seed<N>`` folder or a training job's
+    log ``logs/train/<model>/<dataset>/<variant>/seed<N>.log``."""
+    found = set()
+    for path in results.glob("*/*/*/seed*"):
+        if path.parts[-4] != "logs" and path.is_dir() and re.fullmatch(r"seed\d+", path.name):
+            found.add((*path.parts[-4:-1], int(path.name[4:])))
+    for path in (results / "logs" / "train").glob("*/*/*/seed*.log"):
+        if re.fullmatch(r"seed\d+", path.stem):
+            found.add((*path.parts[-4:-1], int(path.stem[4:])))
+    return [{"model": model, "dataset": dataset, "variant": variant, "seed": seed}
+            for model, dataset, variant, seed in sorted(found)]
+
+
 def grid_status(config: dict, *, results: str | None = None, stale_minutes: float = 30.0,
                 now: float | None = None) -> dict:
-    """Every RL cell of the config with its state, and the count of cells in each state."""
+    """Every RL cell of the config with its state, and the count of cells in each state; ``others``: the cells
+    of the results tree that the config does not name (their step count unknown)."""
     results_dir = Path(results or config["results"])
     now = time.time() if now is None else now
+    benchmarks = list(config["benchmarks"])
+    configured = config_module.rl_cells(config)
     cells = [cell_status(results_dir, cell, config_module.rl_settings(config, cell["model"])["max_steps"],
-                         now=now, stale_minutes=stale_minutes, benchmarks=list(config["benchmarks"]))
-             for cell in config_module.rl_cells(config)]
+                         now=now, stale_minutes=stale_minutes, benchmarks=benchmarks)
+             for cell in configured]
+    named = {cell_name(cell) for cell in configured}
+    others = [cell_status(results_dir, cell, None, now=now, stale_minutes=stale_minutes, benchmarks=benchmarks)
+              for cell in tree_cells(results_dir) if cell_name(cell) not in named]
     totals = {state: sum(cell["state"] == state for cell in cells) for state in STATES}
     report = {"results": str(results_dir), "cells": cells, "totals": {"cells": len(cells), **totals}}
+    if others:
+        report["others"] = others
     # A mistyped --results looks like a grid that has not started: say which it is.
     if not results_dir.is_dir():
         report["warning"] = f"{results_dir} does not exist: is --results the config's results folder?"
@@ -178,15 +207,29 @@ def grid_status(config: dict, *, results: str | None = None, stale_minutes: floa
     return report
 
 
+def needing_attention(report: dict) -> dict[str, list[str]]:
+    """The failed and the stalled cells, the config's and the others, by state (empty states left out)."""
+    every = [*report["cells"], *report.get("others", [])]
+    found = {state: [cell["cell"] for cell in every if cell["state"] == state] for state in NEEDS_ATTENTION}
+    return {state: names for state, names in found.items() if names}
+
+
 def format_status(report: dict) -> list[str]:
     """The report as text: one line per cell, then the totals."""
-    width = max((len(cell["cell"]) for cell in report["cells"]), default=0)
+    others = report.get("others", [])
+    width = max((len(cell["cell"]) for cell in (*report["cells"], *others)), default=0)
     lines = []
     for cell in report["cells"]:
         lines.append(f"{cell['cell']:{width}}  {cell['state']:8} {_details(cell)}".rstrip())
+    for cell in others:
+        lines.append(f"{cell['cell']:{width}}  {cell['state']:8} {_details(cell)}".rstrip() + "  (not in this config)")
     totals = report["totals"]
     lines.append(f"{totals['cells']} cells in {report['results']}: "
                  + ", ".join(f"{totals[state]} {state}" for state in STATES))
+    if others:
+        counts = {state: sum(cell["state"] == state for cell in others) for state in STATES}
+        lines.append(f"and {len(others)} cells the config does not name (an overlay left out?): "
+                     + ", ".join(f"{count} {state}" for state, count in counts.items() if count))
     if report.get("warning"):
         lines.append(f"warning: {report['warning']}")
     return lines
@@ -195,12 +238,13 @@ def format_status(report: dict) -> list[str]:
 def _details(cell: dict) -> str:
     parts = []
     if cell["step"] is not None:
-        parts.append(f"step {cell['step']}/{cell['max_steps']}")
+        parts.append(f"step {cell['step']}" + (f"/{cell['max_steps']}" if cell["max_steps"] is not None else ""))
     if _finite(cell["reward"]):
         parts.append(f"reward {cell['reward']:.3f}")
     if cell["state"] == "running" and cell["steps_per_minute"]:
         parts.append(f"{cell['steps_per_minute']:.2f} steps/min")
-        parts.append(f"ETA {_duration(cell['eta_minutes'])}")
+        if cell["eta_minutes"] is not None:
+            parts.append(f"ETA {_duration(cell['eta_minutes'])}")
     if cell["reason"]:
         named = cell["state"] == "failed" and cell["log"] and cell["log"] not in cell["reason"]
         parts.append(cell["reason"] + (f"  ({cell['log']})" if named else ""))

@@ -76,10 +76,35 @@ class StopOnNonFiniteLoss(TrainerCallback):
         for key in ("loss", "grad_norm"):
             value = (logs or {}).get(key)
             if value is not None and not math.isfinite(value):
-                raise FloatingPointError(
-                    f"step {state.global_step}: {key} is {value}; training stopped. The newest "
-                    f"checkpoint before it is kept under {args.output_dir}. Lower rl.learning_rate or check "
-                    "the rewards.")
+                kept = newest_loadable_checkpoint(Path(args.output_dir))  # name only one that exists
+                where = (f"a rerun resumes from {kept}, the newest checkpoint before it" if kept else
+                         f"no checkpoint was saved before it (every {args.save_steps} steps): a rerun starts at step 1")
+                raise FloatingPointError(f"step {state.global_step}: {key} is {value}; training stopped; {where}. "
+                                         "Lower rl.learning_rate or check the rewards.")
+
+
+# Logged steps in a row on which every group's rewards were equal before NoLearningSignal warns.
+NO_SIGNAL_STEPS = 5
+
+
+class NoLearningSignal(TrainerCallback):
+    """Warn when every group's completions got the same reward (TRL's frac_reward_zero_std = 1) for
+    NO_SIGNAL_STEPS logged steps in a row: every advantage is 0 and the steps learn nothing."""
+
+    def __init__(self):
+        self.flat_in_a_row, self.warned = 0, False
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        flat = (logs or {}).get("frac_reward_zero_std")
+        if flat is None or not state.is_world_process_zero:
+            return
+        self.flat_in_a_row = self.flat_in_a_row + 1 if flat >= 1.0 else 0
+        if self.flat_in_a_row == NO_SIGNAL_STEPS and not self.warned:
+            self.warned = True
+            log.warning("steps %d-%d: every group's completions got the same reward (frac_reward_zero_std 1, mean "
+                        "reward %s): the advantages are 0 and nothing is learned. Reward 0: the task is beyond the "
+                        "model or the reward never fires (check prompt.txt and the answers); reward 1: too easy",
+                        state.global_step - NO_SIGNAL_STEPS + 1, state.global_step, logs.get("reward"))
 
 
 class SaveSnapshots(TrainerCallback):
@@ -337,7 +362,7 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     peft_config = lora_config(settings["model"].get("lora"))
     lora_base = base if peft_config else None
     snapshots = SaveSnapshots(settings["checkpoints"], cell / "checkpoints", lora_base=lora_base)
-    callbacks = [StopOnNonFiniteLoss(), snapshots, WriteTrainLog(cell / layout.TRAIN_LOG, log_columns)]
+    callbacks = [StopOnNonFiniteLoss(), NoLearningSignal(), snapshots, WriteTrainLog(cell / layout.TRAIN_LOG, log_columns)]
     logged = settings["rl"].get("log_completions")
     if logged:
         callbacks.append(WriteCompletions(cell / completions.FOLDER, every=logged["every"],
@@ -351,6 +376,8 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
             callback.trainer = trainer
     if trainer.is_world_process_zero():
         files.write_json(cell / "prompt_filter.json", prompt_counts)
+        if len(dataset):  # what the model reads, template and system prompt filled in, whatever log_completions says
+            files.write_text(cell / "prompt.txt", dataset[0]["prompt"])
         files.write_json(cell / "provenance.json", provenance.record(revisions=made_with.get("revisions")))
         log.info("RL prompts: %(prompts)d, %(dropped)d left out as longer than %(max_prompt_length)s tokens",
                  prompt_counts)
@@ -369,7 +396,9 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
                             log_columns)
     else:
         if last:
-            log.info("resuming from %s", last)
+            tied = getattr(getattr(trainer.model, "config", None), "tie_word_embeddings", False)
+            log.info("resuming from %s%s", last, " (a warning that lm_head.weight is missing from it is expected: "
+                     "the model ties it to the input embeddings, restored with them)" if tied else "")
         trainer.train(resume_from_checkpoint=last)  # WriteTrainLog keeps train_log.csv current
     save_trained_model(trainer, cell / "model", lora_base=lora_base)
     if trainer.is_world_process_zero():

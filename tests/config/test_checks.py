@@ -100,6 +100,13 @@ def _rl_trl(**trl):
 CROSS_CHECKS = {
     "unknown rl.trl key": (_rl_trl(steps_per_generaton=2), r"config: rl\.trl\.steps_per_generaton is not a field"),
     "rl.trl key the pipeline sets": (_rl_trl(max_steps=3), r"rl\.trl\.max_steps is set by the pipeline itself; set rl\.max_steps"),
+    # As found: rl.trl.learning_rate 1e-5 trained the cells while rl.learning_rate said 3e-5.
+    "an rl key under rl.trl, which would win silently": (
+        _rl_trl(learning_rate=1e-5), r"config: rl\.trl\.learning_rate would override rl\.learning_rate silently; "
+                                     r"set rl\.learning_rate instead"),
+    "a per-model rl key under its rl.trl": (
+        lambda c: c["models"]["tiny"].update(rl={"trl": {"beta": 0.1}}),
+        r"models\.tiny\.rl\.trl\.beta would override models\.tiny\.rl\.beta silently; set models\.tiny\.rl\.beta"),
     "vLLM under rl.trl, which the launcher never reads": (_rl_trl(vllm_mode="server"),
                                                         r"rl\.trl\.vllm_mode is set by the pipeline itself; set rl\.vllm_mode"),
     "vLLM server mode across nodes": (lambda c: (c["rl"].update(use_vllm=True, vllm_mode="server"),
@@ -271,6 +278,41 @@ def test_the_old_sft_key_names_are_refused_naming_trls(where):
     block["epochs"] = 3
     with pytest.raises(study.ConfigError, match=r"sft\.epochs is now .*sft\.num_train_epochs \(TRL's SFTConfig name\)"):
         study.validate(raw)
+
+
+def test_every_rl_key_passed_to_trl_is_refused_under_rl_trl_and_trl_s_own_keys_are_not():
+    """train.TRL_KEYS (and the hardware keys) are the rl keys that reach GRPOConfig: under rl.trl each would win
+    over its rl twin, so each is refused; a key with no rl twin (top_k) and TRL's log_completions stay allowed."""
+    from grpo_lambda.train import TRL_KEYS
+
+    base = study.load(ROOT / "config" / "config.yaml")
+    for key in (*TRL_KEYS, "bf16", "gradient_checkpointing"):
+        config = copy.deepcopy(base)
+        config["rl"]["trl"] = {key: base["rl"].get(key, 1)}
+        with pytest.raises(study.ConfigError, match=rf"rl\.trl\.{key} (would override rl\.{key} silently|is set by "
+                                                   rf"the pipeline itself); set rl\.{key} instead"):
+            study.validate(config)
+    for allowed in ({"top_k": 3}, {"log_completions": True}):
+        config = copy.deepcopy(base)
+        config["rl"]["trl"] = allowed
+        study.validate(config)
+
+
+@pytest.mark.parametrize("override, hint", [
+    # as found: `wandbb` listed no choices
+    ("rl.report_to=wandbb", "; did you mean 'wandb'? (one of: none, all, tensorboard, wandb,"),
+    ("rl.learnig_rate=1e-5", "('learnig_rate' was unexpected); did you mean 'learning_rate'?"),
+    ("evaluation.backend=vlm", "is not one of ['hf', 'vllm']; did you mean 'vllm'?"),
+    ("rl.steps_per_generation=2", "steps_per_generation is a field of TRL's GRPOConfig: set it under rl.trl"),
+    # as found: a generic schema error with no pointer to publishing
+    ("rl.push_to_hub=true", "push_to_hub: a cell's model is pushed by the publish rule (the config's publish: block, "
+                            "snakemake publish_all"),
+])
+def test_a_typo_or_a_misplaced_key_gets_the_likely_meaning_or_the_choices(override, hint):
+    with pytest.raises(study.ConfigError) as refused:
+        study.load(ROOT / "config" / "config.yaml", [override])
+    assert hint in str(refused.value)
+    assert "\n" not in str(refused.value)
 
 
 def test_every_check_is_registered_in_checks_and_a_models_checks_run_model_by_model():

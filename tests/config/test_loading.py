@@ -149,6 +149,39 @@ def test_the_cli_and_snakemake_read_the_same_study_from_the_same_files_and_overr
     assert theirs["rl"]["num_generations"] == 8 and theirs["evaluation"]["samples"] == 2
 
 
+def _plan(tmp_path, *words):
+    return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile", str(ROOT / "Snakefile"),
+                           "--directory", str(tmp_path), *words], capture_output=True, text=True, timeout=300)
+
+
+def test_a_bad_value_given_by_snakemake_config_is_one_line_naming_config_not_the_file(tmp_path):
+    """As found: a 4-frame ConfigError traceback that blamed the study file for a value --config gave."""
+    plan = _plan(tmp_path, "--configfile", str(CONFIG), "--config", "rl={max_steps: 0}")
+    assert plan.returncode == 1
+    output = plan.stdout + plan.stderr
+    assert "Traceback" not in output and 'File "' not in output and "ConfigError" not in output, output
+    (line,) = [line for line in plan.stderr.splitlines() if line.startswith("error: ")]
+    assert line == (f"error: --config: invalid value at 'rl.max_steps': 0 is less than the minimum of 1 "
+                    f"({CONFIG} alone is valid)")
+
+
+def test_a_bad_value_in_the_study_file_is_one_line_naming_the_file(tmp_path):
+    bad = tmp_path / "study.yaml"
+    bad.write_text(CONFIG.read_text().replace("  max_steps: 25", "  max_steps: 0"))
+    plan = _plan(tmp_path, "--configfile", str(bad), "--config", "seeds=[0]")
+    assert plan.returncode == 1 and "Traceback" not in plan.stdout + plan.stderr
+    (line,) = [line for line in plan.stderr.splitlines() if line.startswith("error: ")]
+    assert line == f"error: {bad}: invalid value at 'rl.max_steps': 0 is less than the minimum of 1"
+
+
+def test_a_bad_value_given_by_set_names_set(cli):
+    done = subprocess.run([cli, "validate", "--configfile", str(CONFIG), "--set", "rl.max_steps=0"],
+                          capture_output=True, text=True, timeout=120)
+    assert done.returncode == 2
+    assert done.stderr.strip() == (f"grpo-lambda validate: error: --set: invalid value at 'rl.max_steps': 0 is less "
+                                   f"than the minimum of 1 ({CONFIG} alone is valid)")
+
+
 def test_a_key_given_twice_is_refused_naming_it_and_its_lines(tmp_path):
     text = (ROOT / "config" / "config.yaml").read_text().replace(
         "  grpo: {objective: grpo}\n", "  grpo: {objective: grpo}\n  grpo: {objective: grpo_lambda, lam: 0.5}\n")

@@ -1,6 +1,7 @@
 # Helpers shared by the rules: config validation, the grid of cells, paths and per-cell settings.
 import json
 import os
+import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
@@ -13,9 +14,15 @@ from grpo_lambda.tables import names
 # YAML reader (Snakemake's keeps the last of two equal keys, and reads 3e-5 as text), merged by
 # Snakemake's own rule, then --config with each value given its schema type (Snakemake passes
 # `rl={max_steps: 5}` as the text '5'). Validated (and completed with the schema's defaults) before any
-# job is planned: a bad key or value stops here with a message that names it.
-_study = study.load(workflow.overwrite_configfiles or workflow.configfiles,
-                    overrides=[workflow.config_settings.config] if workflow.config_settings.config else [])
+# job is planned: a bad key or value stops here with one line that names it and where it came from (the
+# file, or --config), and no traceback (Snakemake prints one for any exception but SystemExit).
+try:
+    _study = study.load_naming_source(workflow.overwrite_configfiles or workflow.configfiles,
+                                      [workflow.config_settings.config] if workflow.config_settings.config else [],
+                                      given_as="--config")
+except study.ConfigError as error:
+    print(f"error: {error}", file=sys.stderr)
+    raise SystemExit(1) from None
 config.clear()
 config.update(_study)
 

@@ -12,7 +12,7 @@ import importlib.util
 from pathlib import Path
 
 from grpo_lambda.config.report import REPORT_DEFAULTS, report_options
-from grpo_lambda.config.schema import ConfigError, _non_finite_numbers
+from grpo_lambda.config.schema import ConfigError, _non_finite_numbers, load_schema
 from grpo_lambda.config.settings import (TRL_MAX_COMPLETION_LENGTH, _cell_value, _rl_key, looks_local,
                                          model_checkpoints, model_variants, rl_settings, sft_is_shared, sft_set,
                                          sft_settings)
@@ -211,6 +211,7 @@ def _check_rl(config: dict, model: str, source: str) -> None:
         if key in PIPELINE_TRL_KEYS:
             instead = f"; set {PIPELINE_TRL_KEYS[key]} instead" if PIPELINE_TRL_KEYS[key] else ""
             raise ConfigError(f"{source}: {_rl_key(config, model, key, True)} is set by the pipeline itself{instead}")
+        _refuse_rl_key_in_trl(config, model, key, source)
         if key not in fields:
             raise ConfigError(f"{source}: {_rl_key(config, model, key, True)} is not a field of TRL's GRPOConfig "
                               "(nor of GRPOLambdaConfig)")
@@ -229,6 +230,16 @@ def _check_rl(config: dict, model: str, source: str) -> None:
     for variant in model_variants(config, model):
         _check_batch(config, model, variant, rl, fields, source)
         _check_trace_length(config, model, variant, rl, fields, source)
+
+
+def _refuse_rl_key_in_trl(config: dict, model: str, key: str, source: str) -> None:
+    """An rl.trl key that the rl block has a key of its own for (rl.learning_rate, rl.beta, ...) would silently
+    win over it: refused, as the keys the pipeline sets are. TRL's log_completions is not rl.log_completions (the
+    pipeline's own completions record), so it stays TRL's to set."""
+    if key != "log_completions" and key in load_schema()["$defs"]["rl"]["properties"]:
+        where = _rl_key(config, model, key, True)
+        raise ConfigError(f"{source}: {where} would override {where.replace('rl.trl.', 'rl.')} silently; "
+                          f"set {where.replace('rl.trl.', 'rl.')} instead")
 
 
 def _check_trace_length(config: dict, model: str, variant: str, rl: dict, fields: dict, source: str) -> None:

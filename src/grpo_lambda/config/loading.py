@@ -67,6 +67,24 @@ def load(paths: str | Path | list, overrides=(), *, source: str | None = None) -
     return validate(config, source=source)
 
 
+def load_naming_source(paths: str | Path | list, overrides=(), *, given_as: str) -> dict:
+    """``load``; when the files are valid alone and only the overrides make the config invalid, the error names
+    the overrides (``given_as``: ``--set`` or ``--config``) as the source of the bad value, not the files."""
+    try:
+        return load(paths, overrides)
+    except ConfigError as error:
+        if not overrides:
+            raise
+        files = " + ".join(str(path) for path in ([paths] if isinstance(paths, (str, Path)) else paths))
+        try:
+            load(paths)
+        except Exception:
+            raise error from None  # the files are invalid on their own: the error names them
+        text = str(error)
+        detail = text[len(files) + 2:] if text.startswith(files + ": ") else text
+        raise ConfigError(f"{given_as}: {detail} ({files} alone is valid)") from None
+
+
 def merge(base: dict, overlay: Mapping) -> dict:
     """``overlay`` merged into ``base`` (in place, and returned) by the rule Snakemake uses for several
     ``--configfile`` files and ``--config`` (``snakemake.utils.update_config``): a mapping merges key by

@@ -7,12 +7,15 @@ installed software and the hub can serve (``check_environment``)."""
 from __future__ import annotations
 
 import copy
+import difflib
+import functools
 
 import jsonschema
 
 from grpo_lambda.config.checks import CHECKS
 from grpo_lambda.config.schema import ConfigError, _key_path, _set_defaults, load_schema
 from grpo_lambda.config.settings import _rl_key, rl_cells, rl_settings
+from grpo_lambda.config.trl_fields import trl_config_fields
 from grpo_lambda.variants import expand_sweep, sweep_name, sweep_points
 
 
@@ -30,12 +33,47 @@ def validate(config: dict, *, source: str = "config") -> dict:
     errors = sorted(validator.iter_errors(config), key=lambda e: (len(e.absolute_path), _key_path(e)))
     if errors:
         error = jsonschema.exceptions.best_match(errors)
-        raise ConfigError(f"{source}: invalid value at '{_key_path(error)}': {error.message}")
+        raise ConfigError(f"{source}: invalid value at '{_key_path(error)}': {error.message}{_schema_hint(error, schema)}")
     _expand_sweep(config, source)
     for check in CHECKS:
         check(config, source)
     check_environment(config, source, repo_template=repo_template)
     return config
+
+
+def _schema_hint(error: jsonschema.ValidationError, schema: dict) -> str:
+    """What a schema error's message leaves out: the key or value a typo most likely meant (difflib), the choices
+    of a value the schema lists, where a TRL field goes, and that a hub push is the publish rule's."""
+
+    def choices(node, depth=0) -> list:
+        if not isinstance(node, dict) or depth > 4:
+            return []
+        if "$ref" in node:  # "#/$defs/tracker"
+            node = functools.reduce(lambda part, name: part[name], node["$ref"].lstrip("#/").split("/"), schema)
+        found = list(node.get("enum", []))
+        for alternatives in (node.get("oneOf", []), node.get("anyOf", []), [node.get("items")]):
+            for alternative in alternatives:
+                found += [value for value in choices(alternative, depth + 1) if value not in found]
+        return found
+
+    if error.validator == "additionalProperties" and isinstance(error.instance, dict):
+        allowed = list(error.schema.get("properties", {}))
+        hints = []
+        for key in (key for key in error.instance if key not in allowed):
+            if key in ("push_to_hub", "hub_model_id", "hub_strategy", "hub_token", "hub_private_repo"):
+                hints.append(f"{key}: a cell's model is pushed by the publish rule (the config's publish: block, "
+                             "snakemake publish_all; docs/running.md, Publishing), not by TRL")
+            elif error.path and error.path[-1] == "rl" and key in trl_config_fields():
+                hints.append(f"{key} is a field of TRL's GRPOConfig: set it under rl.trl")
+            elif close := difflib.get_close_matches(str(key), allowed, n=1):
+                hints.append(f"did you mean {close[0]!r}?")
+        return "".join(f"; {hint}" for hint in hints)
+    values = [value for value in choices(error.schema) if isinstance(value, str)]
+    if values and isinstance(error.instance, str):
+        close = difflib.get_close_matches(error.instance, values, n=1)
+        return ((f"; did you mean {close[0]!r}?" if close else "")
+                + ("" if error.validator == "enum" else f" (one of: {', '.join(values)})"))
+    return ""
 
 
 def _expand_sweep(config: dict, source: str) -> None:

@@ -249,6 +249,12 @@ def _json_document(path: Path) -> list:
         raise ValueError(f"{path}: not UTF-8 (byte {error.start + 1} of the file)") from None
     except json.JSONDecodeError as error:
         raise ValueError(f"{path}:{error.lineno}: not JSON ({error.msg} at column {error.colno})") from None
+    except RecursionError:  # one document: a record nested past the recursion limit ends the whole file
+        raise ValueError(f"{path}: not JSON that Python can hold (nested too deeply); write it as JSONL, "
+                         "where a bad row is skipped") from None
+    except ValueError as error:  # an integer past Python's digit limit
+        raise ValueError(f"{path}: not JSON that Python can hold ({str(error).split(';')[0]}); write it as "
+                         "JSONL, where a bad row is skipped") from None
     if isinstance(data, dict):  # {"train": [...]} or {"data": [...]}: the one list it holds
         lists = [value for value in data.values() if isinstance(value, list)]
         if len(lists) != 1:
@@ -344,7 +350,7 @@ def _source_records(spec: dict, summary: files.ReadSummary) -> Iterable[tuple[st
     if not path.exists():
         raise FileNotFoundError(f"path {str(path)!r} does not exist")
     if path.suffix in (".jsonl", ".json", ".csv"):
-        refuse_unmapped(spec, source_columns(spec))  # a mapping error, not thousands of bad rows
+        refuse_unmapped(spec, source_columns(spec, quiet=True))  # a mapping error, not thousands of bad rows
         return (_read_csv_records if path.suffix == ".csv" else _read_json_records)(path, summary)
     if path.suffix == ".parquet":
         import datasets
@@ -402,10 +408,15 @@ def refuse_unmapped(spec: dict, columns: set[str] | None) -> None:
 # --------------------------------------------------------------------------------------------------
 
 
-def source_columns(spec: dict) -> set[str] | None:
+def source_columns(spec: dict, *, quiet: bool = False) -> set[str] | None:
     """The field names of a local source's rows, from its header, schema or first rows; None where they
     cannot be told cheaply (a hub dataset: see ``prefetch``; a JSON file over PEEK_JSON_BYTES; rows that
-    are lists). ValueError when the file cannot be read at all."""
+    are lists). ValueError when the file cannot be read at all.
+
+    A JSONL file's rows are read by the guarded reader ``prepare`` reads them with (``files.iter_jsonl``):
+    a row Python cannot hold (nested past the recursion limit, a 5,000-digit integer, a lone surrogate)
+    is skipped and named in one warning (unless ``quiet``: the caller reads the file next and names them
+    itself), and only the good rows decide the columns."""
     if spec["source"] != "file":
         return None
     path = Path(spec["path"]).expanduser()
@@ -418,28 +429,33 @@ def source_columns(spec: dict) -> set[str] | None:
         import pyarrow.parquet
 
         return set(pyarrow.parquet.read_schema(path).names)
+    peeked = _PeekSummary(str(path))
     if path.suffix == ".jsonl":
-        records = _peek_jsonl(path)
+        records = (record for _, record in files.iter_jsonl(path, peeked, objects_only=False))
     elif path.suffix == ".json" and path.stat().st_size <= PEEK_JSON_BYTES:
         records = iter(_json_document(path))
     else:
         return None
     found = set()
-    for record in itertools.islice(records, PEEK_ROWS):
-        if not isinstance(record, dict):
-            return None  # ORZ's pairs: read by their shape, not by fields
-        found.update(record)
+    try:
+        for record in itertools.islice(records, PEEK_ROWS):
+            if not isinstance(record, dict):
+                return None  # ORZ's pairs: read by their shape, not by fields
+            found.update(record)
+    finally:
+        if peeked.lines and not quiet:
+            log.warning("%s: %d bad rows skipped in reading its columns (%s)", path, peeked.total_skipped,
+                        "; ".join(peeked.lines))
     return found
 
 
-def _peek_jsonl(path: Path) -> Iterator[object]:
-    """The records of a JSONL file's lines that parse; the others are the reader's to name, later."""
-    with open(path, "rb") as handle:
-        for line in handle:
-            try:
-                yield json.loads(line)
-            except ValueError:  # not UTF-8, not JSON, blank
-                continue
+class _PeekSummary(files.ReadSummary):
+    """A ReadSummary that records skipped rows without logging each: the column check names them in one line."""
+
+    def skip(self, where: str, kind: str, detail: str) -> None:
+        self.skipped[kind] = self.skipped.get(kind, 0) + 1
+        if len(self.lines) < files.REPORTED_LINES:
+            self.lines.append(f"{where}: {kind}: {detail}")
 
 
 def _disk_dataset_columns(path: Path, split: str) -> set[str] | None:

@@ -77,7 +77,7 @@ def make_accuracy_reward(*, timeout: float = DEFAULT_TIMEOUT, processes: int | N
                          strict: bool = False):
     """A TRL ``GRPOTrainer`` reward function: 1.0 for a correct boxed answer, else 0.0.
 
-    The returned ``accuracy_reward(completions, answer, **kwargs)`` reads the gold from the
+    The returned function, ``f(completions, answer, **kwargs)``, reads the gold from the
     dataset's ``answer`` column; completions may be strings or lists of chat messages. ``strict``
     gives 0.0 to a boxed answer that is not a single answer (``is_single_answer``): the evaluation
     grader accepts ``\\boxed{the answer 4 no 5}`` for gold 4, a route to reward hacking in RL.
@@ -91,7 +91,9 @@ def make_accuracy_reward(*, timeout: float = DEFAULT_TIMEOUT, processes: int | N
             correct = [ok and is_single_answer(extract_boxed(text) or "") for ok, text in zip(correct, texts)]
         return [float(ok) for ok in correct]
 
-    accuracy_reward.__name__ = "strict_accuracy_reward" if strict else "accuracy_reward"
+    # TRL logs a reward by its function's name (rewards/<name>/mean, a train_log.csv column): the name of the
+    # rl.rewards entry it stands for, so that a log names `evaluation` as the config does
+    accuracy_reward.__name__ = "strict_reward" if strict else "evaluation_reward"
     return accuracy_reward
 
 
