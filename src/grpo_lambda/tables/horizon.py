@@ -105,7 +105,7 @@ def _per_seed(cells: Cells, model: str, dataset: str, treatment: str, baseline: 
 
 def _accuracy(cells: Cells, prefix: str, model: str, dataset: str, variant: str, benchmark: str) -> dict:
     terms = cells.terms(model, dataset, variant, FINAL, [benchmark])
-    return interval_columns(prefix, cells.interval(terms) if terms else None)
+    return interval_columns(prefix, cells.level_interval(terms) if terms else None)
 
 
 def horizon_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict) -> pd.DataFrame:
