@@ -84,14 +84,7 @@ def publish(config_path: str | Path, docs_dir: str | Path, results_dir: str | Pa
         write_text(readme, f"# {docs_dir.name}\n\n" + "".join(
             f"<!-- generated: {docs_dir.name}/{name} -->\n<!-- end generated -->\n\n"
             for name in ("summary", "comparison", "factorial", "diagnostics", "provenance")))
-    generated = published_blocks(docs_dir)
-    for path in markdown_files(docs_dir):
-        text = path.read_text(encoding="utf-8")
-        filled = fill_blocks(text, generated, docs_dir.name)
-        if filled != text:
-            write_text(path, filled)
-            written.append(path)
-    return written
+    return written + _fill_run_blocks(docs_dir, published_blocks(docs_dir))
 
 
 def republish(config_path: str | Path, docs_dir: str | Path) -> list[Path]:
@@ -131,14 +124,19 @@ def republish(config_path: str | Path, docs_dir: str | Path) -> list[Path]:
                               "versions": {name: _version(name) for name in REBUILD_LIBRARIES}}
     write_json(docs_dir / RUN_INFO, info)
     written.append(docs_dir / RUN_INFO)
-    generated = published_blocks(docs_dir, tables, config)
+    return written + _fill_run_blocks(docs_dir, published_blocks(docs_dir, tables, config))
+
+
+def _fill_run_blocks(docs_dir: Path, generated: dict[str, str]) -> list[Path]:
+    """Fill the run's generated blocks in README.md and docs/**/*.md; return the files that changed."""
+    changed = []
     for path in markdown_files(docs_dir):
         text = path.read_text(encoding="utf-8")
         filled = fill_blocks(text, generated, docs_dir.name)
         if filled != text:
             write_text(path, filled)
-            written.append(path)
-    return written
+            changed.append(path)
+    return changed
 
 
 def _figures(config: dict, docs_dir: Path) -> list[Path]:
