@@ -296,3 +296,31 @@ def test_an_sft_set_reads_messages_or_sharegpt_conversations_and_skips_rows_with
          {"role": "assistant", "content": "4"}]]
     assert dropped == 2 and len({row["id"] for row in loaded}) == 2
     assert len(load_conversations("bespoke-stratos-17k", path, limit=1)[0]) == 1
+
+
+def test_a_field_mapped_beside_source_registry_replaces_the_registrys_mapping_of_that_field(tmp_path):
+    """mathrl16k's entry reads the answer from `solution`; a study that writes `fields: {answer: final}` beside
+    `source: registry` reads it from `final` (and keeps the entry's `problem`), on a local copy whose
+    `solution` column holds worked text: right answers 5 and 12, not the text."""
+    path = write_lines(tmp_path / "copy.jsonl", [
+        {"problem": "2+3?", "solution": "Add them: five.", "final": "5"},
+        {"problem": "3*4?", "solution": "Multiply: twelve.", "final": "12"}])
+    spec = resolve({"source": "registry", "name": "mathrl16k", "path": str(path), "fields": {"answer": "final"}},
+                   "m", "datasets")
+    assert spec["fields"] == {"problem": "problem", "answer": "final"}
+    assert load_rows(spec) == ([{"id": "mathrl16k-0", "problem": "2+3?", "answer": "5"},
+                                {"id": "mathrl16k-1", "problem": "3*4?", "answer": "12"}], 0)
+
+
+def test_a_users_file_with_problem_and_answer_columns_is_read_by_its_own_mapping(tmp_path):
+    """Only a registry dataset's local copy may hold normalised rows; a study's own file (source: file) is read
+    by its `fields`, even where it also has columns named `problem` and `answer`: here the mapping points to
+    `question` and `gold`, so the rows are the questions with answers 7 and 9, not the `problem` drafts."""
+    path = tmp_path / "mine.csv"
+    path.write_text("problem,answer,question,gold\n"
+                    "draft one,wrong,What is 3+4?,7\n"
+                    "draft two,wrong,What is 4+5?,9\n", encoding="utf-8")
+    spec = resolve({"source": "file", "path": str(path), "fields": {"problem": "question", "answer": "gold"}},
+                   "mine", "datasets")
+    assert load_rows(spec) == ([{"id": "mine-0", "problem": "What is 3+4?", "answer": "7"},
+                                {"id": "mine-1", "problem": "What is 4+5?", "answer": "9"}], 0)

@@ -328,3 +328,31 @@ def test_both_at_lambda_zero_is_not_grpo(form):
     both = trace_matrix(6, 0.0, style="both", form=form)
     assert both[:, 0].tolist() == [1.0] * 6 and torch.equal(both[:, 1:], torch.eye(6, dtype=both.dtype)[:, 1:])
     assert torch.equal(trace_matrix(6, 0.0, style="recent", form="relative"), torch.eye(6, dtype=both.dtype))
+
+
+def test_a_fixed_trace_length_must_hold_the_completion_length_rounded_up_to_the_padding_multiple():
+    """max_completion_length 96 padded to a multiple of 64 is a 128-token batch: a fixed n of 100 (above 96,
+    below 128) is refused before any job, naming 128; n = 128 is accepted. With a multiple of 32 (96 exactly)
+    n = 96 is accepted."""
+    import copy
+
+    import yaml
+
+    from conftest import ROOT
+    from grpo_lambda import config as study
+
+    default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert default["rl"]["max_completion_length"] == 96
+
+    def validate(**trl):
+        config = copy.deepcopy(default)
+        config["rl"]["trl"] = {"trace_form": "absolute", **trl}
+        return study.validate(config)
+
+    with pytest.raises(study.ConfigError, match=r"rl\.trl\.trace_length \(100\) is shorter than the completions "
+                                                r"variant 'grpo' can write \(128 tokens"):
+        validate(trace_length=100, pad_to_multiple_of=64)
+    validate(trace_length=128, pad_to_multiple_of=64)
+    validate(trace_length=96, pad_to_multiple_of=32)
+    with pytest.raises(study.ConfigError, match=r"\(95\) is shorter .*\(96 tokens"):
+        validate(trace_length=95, pad_to_multiple_of=32)
