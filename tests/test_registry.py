@@ -324,3 +324,33 @@ def test_a_users_file_with_problem_and_answer_columns_is_read_by_its_own_mapping
                    "mine", "datasets")
     assert load_rows(spec) == ([{"id": "mine-0", "problem": "What is 3+4?", "answer": "7"},
                                 {"id": "mine-1", "problem": "What is 4+5?", "answer": "9"}], 0)
+
+
+def test_a_math500_copy_keeps_its_unique_ids_and_a_normalised_copy_its_own_ids(tmp_path):
+    """MATH-500's rows have `problem` and `answer` columns (read as such) and their id in `unique_id`, which the
+    registry maps; a normalised copy (prepare's output) has `id`, which wins over the mapping."""
+    raw_rows = write_lines(tmp_path / "math500.jsonl", [
+        {"problem": "1+1?", "answer": "2", "unique_id": "test/algebra/1.json"},
+        {"problem": "2+2?", "answer": "4", "unique_id": "test/algebra/2.json"}])
+    spec = resolve({"source": "registry", "name": "math500", "path": str(raw_rows)}, "math500", "benchmarks")
+    assert [row["id"] for row in load_rows(spec)[0]] == ["test/algebra/1.json", "test/algebra/2.json"]
+    normalised = write_lines(tmp_path / "normalised.jsonl", [{"id": "a", "problem": "1+1?", "answer": "2"}])
+    spec = resolve({"source": "registry", "name": "math500", "path": str(normalised)}, "math500", "benchmarks")
+    assert load_rows(spec) == ([{"id": "a", "problem": "1+1?", "answer": "2"}], 0)
+
+
+def test_the_dropped_count_adds_unusable_rows_and_repeats_and_a_limit_keeps_the_first_usable_rows(tmp_path):
+    path = write_lines(tmp_path / "rows.jsonl", [
+        {"id": "a", "problem": "1+1?", "answer": "2"},
+        {"id": "x", "problem": "no answer", "answer": None},   # unusable: dropped
+        {"id": "a", "problem": "1+1?", "answer": "2"},         # a repeat with the same answer: dropped
+        {"id": "b", "problem": "2+2?", "answer": "4"},
+        {"id": "c", "problem": "3+3?", "answer": "6"}])
+    spec = resolve({"source": "file", "path": str(path)}, "mine")
+    rows, dropped = load_rows(spec)
+    assert ([row["id"] for row in rows], dropped) == (["a", "b", "c"], 2)
+    assert [row["id"] for row in load_rows(spec, limit=2)[0]] == ["a", "b"]
+    assert [row["id"] for row in load_rows(spec, limit=1)[0]] == ["a"]
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match=r"limit must be a positive integer or None"):
+            load_rows(spec, limit=bad)
