@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -354,3 +355,14 @@ def test_the_dropped_count_adds_unusable_rows_and_repeats_and_a_limit_keeps_the_
     for bad in (0, -1, True, 1.5):
         with pytest.raises(ValueError, match=r"limit must be a positive integer or None"):
             load_rows(spec, limit=bad)
+
+
+def test_reading_a_file_whose_mapping_names_a_missing_column_is_refused_naming_it(tmp_path):
+    """At read time too (prepare on a file changed since validation): one error naming the field, the column and
+    the file's columns, not every row skipped as unusable."""
+    path = tmp_path / "rows.csv"
+    path.write_text("question,answer\nWhat is 1+1?,2\n", encoding="utf-8")
+    spec = resolve({"source": "file", "path": str(path), "fields": {"problem": "prompt"}}, "mine")
+    with pytest.raises(ValueError, match=rf"^fields\.problem: column 'prompt' is not in {re.escape(str(path))} "
+                                         r"\(its columns: answer, question\)$"):
+        load_rows(spec)
