@@ -366,3 +366,24 @@ def test_reading_a_file_whose_mapping_names_a_missing_column_is_refused_naming_i
     with pytest.raises(ValueError, match=rf"^fields\.problem: column 'prompt' is not in {re.escape(str(path))} "
                                          r"\(its columns: answer, question\)$"):
         load_rows(spec)
+
+
+def test_a_file_source_resolves_to_its_defaults_written_out_and_a_synthetic_one_as_it_is():
+    assert resolve({"source": "file", "path": "x.jsonl"}, "mine") == {
+        "source": "file", "path": "x.jsonl", "split": "train", "config": None, "name": "mine", "answer_kind": "text",
+        "fields": {"problem": "problem", "answer": "answer"}}
+    synthetic = {"source": "synthetic", "kind": "arith", "count": 10}
+    assert resolve(synthetic, "arith") == synthetic
+
+
+def test_only_a_registry_copy_with_problem_and_answer_columns_skips_the_mapping_check():
+    """A registry dataset's local copy with exactly `problem` and `answer` holds normalised rows (no check of the
+    entry's `unique_id`); a study's own file with those columns is checked against its own mapping."""
+    from grpo_lambda.data.registry import missing_field
+
+    copy = resolve({"source": "registry", "name": "math500", "path": "copy.jsonl"}, "math500", "benchmarks")
+    assert missing_field(copy, {"problem", "answer"}) is None
+    assert missing_field(copy, {"problem", "solution"}) == ("answer", "answer")
+    own = resolve({"source": "file", "path": "mine.csv", "fields": {"problem": "question"}}, "mine")
+    assert missing_field(own, {"problem", "answer"}) == ("problem", "question")
+    assert missing_field(own, None) is None  # columns unknown (a hub dataset before its prefetch)
