@@ -79,3 +79,32 @@ def test_an_sft_set_is_read_as_conversations_up_to_its_limit(tmp_path):
     rows, dropped = prepare.rows_for(settings, summary)
     assert [row["messages"][0]["content"] for row in rows] == ["0+1?", "1+1?"] and dropped == 0
     assert summary.rows == 2
+
+
+def test_a_hub_source_is_read_at_the_commit_its_prefetch_record_holds(tmp_path, caplog):
+    """gsm8k from the hub with `revision: main` in the study: prepare reads it at the commit prefetch recorded
+    for that hub id, config, split and revision, and records it; without the record file it reads the named
+    revision and says so; a record that lacks the dataset is an error naming the dataset and the record."""
+    settings = {"key": "gsm8k", "role": "train", "source": "registry", "revision": "main",
+                "prefetch_record": str(tmp_path / "prefetched.json")}
+    entry = {"hub_id": "openai/gsm8k", "config": "main", "split": "train", "revision": "main", "commit": "c0ffee"}
+    other = {**entry, "split": "test", "commit": "bad"}  # another split of the same dataset: not this one
+    (tmp_path / "prefetched.json").write_text(json.dumps({"datasets": {"a": other, "b": entry}}))
+    read, record = prepare.pinned(settings)
+    assert record == entry
+    assert (read["source"], read["hub_id"], read["split"], read["revision"]) == ("hub", "openai/gsm8k", "train",
+                                                                                 "c0ffee")
+    # the record named on the command line wins over the settings' own
+    (tmp_path / "given.json").write_text(json.dumps({"datasets": {"b": {**entry, "commit": "beef"}}}))
+    assert prepare.pinned(settings, str(tmp_path / "given.json"))[0]["revision"] == "beef"
+    missing = {**settings, "prefetch_record": str(tmp_path / "none.json")}
+    with caplog.at_level("WARNING"):
+        assert prepare.pinned(missing) == (missing, None)
+    assert "gsm8k: no prefetch record" in caplog.text and "read at revision main" in caplog.text
+    (tmp_path / "prefetched.json").write_text(json.dumps({"datasets": {"a": other}}))
+    with pytest.raises(ValueError, match=r"^gsm8k: openai/gsm8k \(config main, split train, revision main\) is not in "
+                                         r".*prefetched\.json; run the prefetch rule again$"):
+        prepare.pinned(settings)
+    local = {"key": "mine", "role": "train", "source": "file", "path": "x.jsonl",
+             "prefetch_record": str(tmp_path / "prefetched.json")}
+    assert prepare.pinned(local) == (local, None) and prepare.pinned(TRAIN) == (TRAIN, None)
