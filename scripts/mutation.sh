@@ -49,7 +49,7 @@ declare -A TESTS=(
             tests/test_trace_length.py::test_trace_length_values_are_checked_in_the_trainer_config_and_before_any_job"
   [variants]="tests/test_variants.py tests/test_sweep.py"
   [registry]="tests/test_registry.py tests/test_data_sources.py"
-  [prepare]="tests/test_data_sources.py tests/test_bad_rows.py tests/test_prompt_limit.py"
+  [prepare]="tests/test_prepare.py tests/test_data_sources.py tests/test_bad_rows.py tests/test_prompt_limit.py"
 )
 # module -> the source it mutates (a module of its own unless named here)
 declare -A SOURCES=(

@@ -274,6 +274,7 @@ TRAINED = {
 }
 
 
+@pytest.mark.slow  # trains two steps per variant (19-79 s each measured on a shared, loaded 2-core machine)
 @pytest.mark.parametrize("variant", list(TRAINED))
 def test_two_training_steps(model_dir, tmp_path, variant):
     torch.manual_seed(0)
