@@ -41,7 +41,15 @@ def test_a_synthetic_benchmark_is_held_out_problems_at_its_level():
     assert (len(rows), dropped) == (6, 0)
     assert [row["id"] for row in rows] == [f"held-{i}" for i in range(6)]
     assert {row["level"] for row in rows} == {2} and all(arith.is_held_out(row["problem"]) for row in rows)
-    assert prepare.rows_for({**BENCHMARK, "seed": 2})[0] != rows
+    assert prepare.rows_for(BENCHMARK)[0] == rows and prepare.rows_for({**BENCHMARK, "seed": 2})[0] != rows
+
+
+def test_a_files_limit_keeps_its_first_usable_rows(tmp_path):
+    path = tmp_path / "rows.jsonl"
+    files.write_jsonl(path, [{"id": f"r{i}", "problem": f"{i}+1?", "answer": str(i + 1)} for i in range(5)])
+    settings = {"key": "mine", "role": "train", "source": "file", "path": str(path), "limit": 2}
+    assert [row["id"] for row in prepare.rows_for(settings)[0]] == ["r0", "r1"]
+    assert len(prepare.rows_for({**settings, "limit": None})[0]) == 5
 
 
 def test_the_prompt_limit_per_role():
