@@ -356,3 +356,25 @@ def test_a_fixed_trace_length_must_hold_the_completion_length_rounded_up_to_the_
     validate(trace_length=96, pad_to_multiple_of=32)
     with pytest.raises(study.ConfigError, match=r"\(95\) is shorter .*\(96 tokens"):
         validate(trace_length=95, pad_to_multiple_of=32)
+
+
+def test_a_fixed_trace_length_is_checked_against_trls_default_completion_length_where_no_setting_names_one():
+    """Neither the variant, rl.trl nor rl sets max_completion_length: the cells train with TRL's default (512),
+    so n = 300 is refused naming 512, and a variant's own max_completion_length (256) is the one checked."""
+    import copy
+
+    import yaml
+
+    from conftest import ROOT
+    from grpo_lambda import config as study
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    del config["rl"]["max_completion_length"]
+    config["rl"]["trl"] = {"trace_form": "absolute", "trace_length": 300}
+    assert study.trl_config_fields()["max_completion_length"] == 512
+    with pytest.raises(study.ConfigError, match=r"trace_length \(300\) is shorter than the completions variant "
+                                                r"'grpo' can write \(512 tokens"):
+        study.validate(copy.deepcopy(config))
+    for variant in config["variants"].values():
+        variant["max_completion_length"] = 256
+    study.validate(config)
