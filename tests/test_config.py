@@ -383,3 +383,18 @@ def test_the_old_sft_key_names_are_refused_naming_trls(where):
     block["epochs"] = 3
     with pytest.raises(study.ConfigError, match=r"sft\.epochs is now .*sft\.num_train_epochs \(TRL's SFTConfig name\)"):
         study.validate(raw)
+
+
+def test_a_generation_batch_size_is_checked_against_the_per_device_batch_and_the_group_size_naming_each():
+    """rl: per_device_train_batch_size 32, num_generations 8. generation_batch_size 48 is not a multiple of 32
+    (refused naming both); 64 is, and 8 divides it; a variant's own num_generations 24 does not divide 64
+    (refused naming the variant's key and where the batch comes from)."""
+    with pytest.raises(study.ConfigError, match=r"^config: rl\.trl\.generation_batch_size \(48\) must be a multiple "
+                                                r"of per_device_train_batch_size \(32\)$"):
+        study.validate(broken(lambda c: c["rl"].update(trl={"generation_batch_size": 48})))
+    study.validate(broken(lambda c: c["rl"].update(trl={"generation_batch_size": 64})))
+    with pytest.raises(study.ConfigError, match=r"^config: variants\.grpo\.num_generations \(24\) must divide the "
+                                                r"generation batch \(generation_batch_size = 64 completions per "
+                                                r"process\)"):
+        study.validate(broken(lambda c: (c["rl"].update(trl={"generation_batch_size": 64}),
+                                         c["variants"]["grpo"].update(num_generations=24))))
