@@ -46,7 +46,8 @@ declare -A TESTS=(
   [aggregate]="tests/test_tables.py tests/test_tables.py::test_table1_averages_over_the_variants_present"
   [config]="tests/test_config.py tests/test_sweep.py tests/test_data_sources.py
             tests/test_trace_length.py::test_a_fixed_trace_length_must_hold_the_completion_length_rounded_up_to_the_padding_multiple
-            tests/test_trace_length.py::test_trace_length_values_are_checked_in_the_trainer_config_and_before_any_job"
+            tests/test_trace_length.py::test_trace_length_values_are_checked_in_the_trainer_config_and_before_any_job
+            tests/test_trace_length.py::test_a_fixed_trace_length_is_checked_against_trls_default_completion_length_where_no_setting_names_one"
   [variants]="tests/test_variants.py tests/test_sweep.py"
   [registry]="tests/test_registry.py tests/test_data_sources.py"
   [prepare]="tests/test_prepare.py tests/test_data_sources.py tests/test_bad_rows.py tests/test_prompt_limit.py"
