@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Mutation testing of the maths and grading code (mutmut): plant one small bug at a time and check that
+# Mutation testing of the maths, grading, config and data code (mutmut): plant one small bug at a time and check that
 # the module's fast tests fail. Not part of CI (minutes to hours); run it before a release, and record
 # the score and every surviving mutant in docs/testing.md.
 #
@@ -44,18 +44,27 @@ declare -A TESTS=(
              tests/test_grading.py::test_grade_many_in_parallel_keeps_each_verdict_in_its_row"
   [stats]="tests/test_stats.py tests/test_stats.py::test_interval_width_is_the_binomial_width_of_its_level"
   [aggregate]="tests/test_tables.py tests/test_tables.py::test_table1_averages_over_the_variants_present"
+  [config]="tests/test_config.py tests/test_sweep.py tests/test_data_sources.py
+            tests/test_trace_length.py::test_a_fixed_trace_length_must_hold_the_completion_length_rounded_up_to_the_padding_multiple
+            tests/test_trace_length.py::test_trace_length_values_are_checked_in_the_trainer_config_and_before_any_job
+            tests/test_trace_length.py::test_a_fixed_trace_length_is_checked_against_trls_default_completion_length_where_no_setting_names_one"
+  [variants]="tests/test_variants.py tests/test_sweep.py"
+  [registry]="tests/test_registry.py tests/test_data_sources.py"
+  [prepare]="tests/test_prepare.py tests/test_data_sources.py tests/test_bad_rows.py tests/test_prompt_limit.py"
 )
 # module -> the source it mutates (a module of its own unless named here)
 declare -A SOURCES=(
   [trainer]="src/grpo_lambda/trainer*.py"
   [rewards]="src/grpo_lambda/grading/*"
   [aggregate]="src/grpo_lambda/tables/*"
+  [registry]="src/grpo_lambda/data/registry.py"
 )
 # The trainer's loss path (trainer.py and trainer_config.py): mutants of these functions only.
 LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params _widest_completion
            _resolve_advantage_clamp)
 MODULES=("$@")
-[[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives trainer stats rewards aggregate)
+[[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives trainer stats rewards aggregate config variants registry
+                                        prepare)
 
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 unset PYTHONPATH  # mutmut puts its mutated copy of src/ first on the path
@@ -72,7 +81,7 @@ for module in "${MODULES[@]}"; do
     echo "source_paths = src/grpo_lambda/"
     echo "only_mutate = ${SOURCES[$module]:-src/grpo_lambda/$module.py}"
     echo "also_copy ="
-    for folder in config workflow envs benchmarks Snakefile; do echo "    $folder"; done
+    for folder in config workflow envs benchmarks docs scripts examples README.md Snakefile; do echo "    $folder"; done
     echo "pytest_add_cli_args ="
     echo "    -p"
     echo "    no:cacheprovider"

@@ -95,6 +95,7 @@ def test_a_configured_limit_of_nothing_left_is_an_error(tmp_path):
         prepare.run(prepare_settings(source, max_prompt_chars=5), str(tmp_path / "out.jsonl"))
 
 
+@pytest.mark.slow  # a prepare job through the CLI, then two training steps (96 s on a shared, loaded 2-core machine)
 def test_a_dataset_with_a_bad_byte_on_line_3_trains_on_the_other_lines(tmp_path, cli, tiny_model_dir):
     from grpo_lambda import train
 

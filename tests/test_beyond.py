@@ -205,6 +205,17 @@ def test_uninformative_groups_reads_the_training_reward_only():
         uninformative_groups(rewards, torch.tensor([1.0]), 2)
 
 
+def test_a_penalty_reward_is_part_of_the_training_reward_that_dapos_filter_reads():
+    """A negative weight is a trained penalty (rl.rewards weight -0.5), not a weight-0 monitor: a group whose
+    accuracy is all equal but whose penalty differs has a nonzero advantage and is kept; a group whose penalty
+    and accuracy trade off to one sum is dropped."""
+    weights = torch.tensor([1.0, -0.5])
+    rewards = torch.tensor([[1.0, 0.0], [1.0, 1.0],     # accuracy equal, penalty differs: 1.0 vs 0.5, kept
+                            [0.0, 0.0], [0.0, 0.0],     # nothing differs: dropped
+                            [1.0, 0.0], [1.5, 1.0]])    # 1.0 and 1.5 - 0.5 = 1.0: the same sum, dropped
+    assert uninformative_groups(rewards, weights, 2).tolist() == [False, True, True]
+
+
 def test_strace_at_quantile_zero_is_ptrace_and_uses_trls_entropy_rule(model_dir, tmp_path):
     strace = build(model_dir, tmp_path / "s", {"objective": "strace", "lam": 0.9, "strace_quantile": 0.0})
     ptrace = build(model_dir, tmp_path / "p", {"objective": "ptrace", "lam": 0.9})
@@ -271,6 +282,7 @@ TRAINED = {
 }
 
 
+@pytest.mark.slow  # trains two steps per variant (19-79 s each measured on a shared, loaded 2-core machine)
 @pytest.mark.parametrize("variant", list(TRAINED))
 def test_two_training_steps(model_dir, tmp_path, variant):
     torch.manual_seed(0)

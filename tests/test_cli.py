@@ -66,6 +66,7 @@ def _run(*argv):
     (["figures", "--configfile", CONFIG, "--tables", "no-such-tables", "--out", "o"], "no-such-tables"),
     (["nonsense"], "nonsense"),
 ])
+@pytest.mark.slow  # one CLI process per case (14 of them; 64-121 s each on a shared, loaded 2-core machine)
 def test_a_missing_or_wrong_argument_is_one_line_naming_it(argv, culprit):
     result = _run(*argv)
     assert result.returncode != 0

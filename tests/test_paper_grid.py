@@ -122,6 +122,7 @@ OVERLAYS = {
 }
 
 
+@pytest.mark.slow  # a Snakemake dry run of the paper grid per overlay (42-59 s each on a shared, loaded 2-core machine)
 @pytest.mark.parametrize("overlay", OVERLAYS)
 def test_the_grid_plans_under_each_overlay_with_its_settings(overlay):
     """92 RL cells and their SFT models under every overlay of config/trace/, config/optim/ and the tag SFT; each

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import logging
+import re
 from pathlib import Path
 
 import pytest
@@ -296,3 +297,93 @@ def test_an_sft_set_reads_messages_or_sharegpt_conversations_and_skips_rows_with
          {"role": "assistant", "content": "4"}]]
     assert dropped == 2 and len({row["id"] for row in loaded}) == 2
     assert len(load_conversations("bespoke-stratos-17k", path, limit=1)[0]) == 1
+
+
+def test_a_field_mapped_beside_source_registry_replaces_the_registrys_mapping_of_that_field(tmp_path):
+    """mathrl16k's entry reads the answer from `solution`; a study that writes `fields: {answer: final}` beside
+    `source: registry` reads it from `final` (and keeps the entry's `problem`), on a local copy whose
+    `solution` column holds worked text: right answers 5 and 12, not the text."""
+    path = write_lines(tmp_path / "copy.jsonl", [
+        {"problem": "2+3?", "solution": "Add them: five.", "final": "5"},
+        {"problem": "3*4?", "solution": "Multiply: twelve.", "final": "12"}])
+    spec = resolve({"source": "registry", "name": "mathrl16k", "path": str(path), "fields": {"answer": "final"}},
+                   "m", "datasets")
+    assert spec["fields"] == {"problem": "problem", "answer": "final"}
+    assert load_rows(spec) == ([{"id": "mathrl16k-0", "problem": "2+3?", "answer": "5"},
+                                {"id": "mathrl16k-1", "problem": "3*4?", "answer": "12"}], 0)
+
+
+def test_a_users_file_with_problem_and_answer_columns_is_read_by_its_own_mapping(tmp_path):
+    """Only a registry dataset's local copy may hold normalised rows; a study's own file (source: file) is read
+    by its `fields`, even where it also has columns named `problem` and `answer`: here the mapping points to
+    `question` and `gold`, so the rows are the questions with answers 7 and 9, not the `problem` drafts."""
+    path = tmp_path / "mine.csv"
+    path.write_text("problem,answer,question,gold\n"
+                    "draft one,wrong,What is 3+4?,7\n"
+                    "draft two,wrong,What is 4+5?,9\n", encoding="utf-8")
+    spec = resolve({"source": "file", "path": str(path), "fields": {"problem": "question", "answer": "gold"}},
+                   "mine", "datasets")
+    assert load_rows(spec) == ([{"id": "mine-0", "problem": "What is 3+4?", "answer": "7"},
+                                {"id": "mine-1", "problem": "What is 4+5?", "answer": "9"}], 0)
+
+
+def test_a_math500_copy_keeps_its_unique_ids_and_a_normalised_copy_its_own_ids(tmp_path):
+    """MATH-500's rows have `problem` and `answer` columns (read as such) and their id in `unique_id`, which the
+    registry maps; a normalised copy (prepare's output) has `id`, which wins over the mapping."""
+    raw_rows = write_lines(tmp_path / "math500.jsonl", [
+        {"problem": "1+1?", "answer": "2", "unique_id": "test/algebra/1.json"},
+        {"problem": "2+2?", "answer": "4", "unique_id": "test/algebra/2.json"}])
+    spec = resolve({"source": "registry", "name": "math500", "path": str(raw_rows)}, "math500", "benchmarks")
+    assert [row["id"] for row in load_rows(spec)[0]] == ["test/algebra/1.json", "test/algebra/2.json"]
+    normalised = write_lines(tmp_path / "normalised.jsonl", [{"id": "a", "problem": "1+1?", "answer": "2"}])
+    spec = resolve({"source": "registry", "name": "math500", "path": str(normalised)}, "math500", "benchmarks")
+    assert load_rows(spec) == ([{"id": "a", "problem": "1+1?", "answer": "2"}], 0)
+
+
+def test_the_dropped_count_adds_unusable_rows_and_repeats_and_a_limit_keeps_the_first_usable_rows(tmp_path):
+    path = write_lines(tmp_path / "rows.jsonl", [
+        {"id": "a", "problem": "1+1?", "answer": "2"},
+        {"id": "x", "problem": "no answer", "answer": None},   # unusable: dropped
+        {"id": "a", "problem": "1+1?", "answer": "2"},         # a repeat with the same answer: dropped
+        {"id": "b", "problem": "2+2?", "answer": "4"},
+        {"id": "c", "problem": "3+3?", "answer": "6"}])
+    spec = resolve({"source": "file", "path": str(path)}, "mine")
+    rows, dropped = load_rows(spec)
+    assert ([row["id"] for row in rows], dropped) == (["a", "b", "c"], 2)
+    assert [row["id"] for row in load_rows(spec, limit=2)[0]] == ["a", "b"]
+    assert [row["id"] for row in load_rows(spec, limit=1)[0]] == ["a"]
+    for bad in (0, -1, True, 1.5):
+        with pytest.raises(ValueError, match=r"limit must be a positive integer or None"):
+            load_rows(spec, limit=bad)
+
+
+def test_reading_a_file_whose_mapping_names_a_missing_column_is_refused_naming_it(tmp_path):
+    """At read time too (prepare on a file changed since validation): one error naming the field, the column and
+    the file's columns, not every row skipped as unusable."""
+    path = tmp_path / "rows.csv"
+    path.write_text("question,answer\nWhat is 1+1?,2\n", encoding="utf-8")
+    spec = resolve({"source": "file", "path": str(path), "fields": {"problem": "prompt"}}, "mine")
+    with pytest.raises(ValueError, match=rf"^fields\.problem: column 'prompt' is not in {re.escape(str(path))} "
+                                         r"\(its columns: answer, question\)$"):
+        load_rows(spec)
+
+
+def test_a_file_source_resolves_to_its_defaults_written_out_and_a_synthetic_one_as_it_is():
+    assert resolve({"source": "file", "path": "x.jsonl"}, "mine") == {
+        "source": "file", "path": "x.jsonl", "split": "train", "config": None, "name": "mine", "answer_kind": "text",
+        "fields": {"problem": "problem", "answer": "answer"}}
+    synthetic = {"source": "synthetic", "kind": "arith", "count": 10}
+    assert resolve(synthetic, "arith") == synthetic
+
+
+def test_only_a_registry_copy_with_problem_and_answer_columns_skips_the_mapping_check():
+    """A registry dataset's local copy with exactly `problem` and `answer` holds normalised rows (no check of the
+    entry's `unique_id`); a study's own file with those columns is checked against its own mapping."""
+    from grpo_lambda.data.registry import missing_field
+
+    copy = resolve({"source": "registry", "name": "math500", "path": "copy.jsonl"}, "math500", "benchmarks")
+    assert missing_field(copy, {"problem", "answer"}) is None
+    assert missing_field(copy, {"problem", "solution"}) == ("answer", "answer")
+    own = resolve({"source": "file", "path": "mine.csv", "fields": {"problem": "question"}}, "mine")
+    assert missing_field(own, {"problem", "answer"}) == ("problem", "question")
+    assert missing_field(own, None) is None  # columns unknown (a hub dataset before its prefetch)

@@ -129,3 +129,20 @@ def test_a_sweep_over_two_learning_rates_plans_two_cell_folders_per_seed(tmp_pat
         "tiny/arith/grpo.lr_1e-5/seed0", "tiny/arith/grpo.lr_1e-5/seed1",
         "tiny/arith/grpo.lr_3e-5/seed0", "tiny/arith/grpo.lr_3e-5/seed1",
         "tiny/arith/recent-trace-0.99/seed0", "tiny/arith/recent-trace-0.99/seed1"]
+
+
+def test_each_sweep_point_trains_its_own_value_over_the_base_variants():
+    """The base variant sets lam 0.99 itself; a sweep over lam [0.9, 0.5] must give its two cells λ 0.9 and 0.5
+    in their trainer config (not the base's 0.99 twice), and keep the base's other keys (style, form)."""
+    assert variants.expand_sweep({"base": {"objective": "grpo_lambda", "lam": 0.99, "style": "recent"}},
+                                 {"base": {"lam": [0.9, 0.5]}}) == {
+        "base.lam_0.9": {"objective": "grpo_lambda", "lam": 0.9, "style": "recent"},
+        "base.lam_0.5": {"objective": "grpo_lambda", "lam": 0.5, "style": "recent"}}
+    config = study.validate(swept({"lam": [0.9, 0.5]}, base="recent-trace-0.99"))
+    trained = {}
+    for name in ("recent-trace-0.99.lam_0.9", "recent-trace-0.99.lam_0.5"):
+        settings = study.stage_settings(config, "train", model="tiny", dataset="arith", variant=name)
+        args = variants.variant_config_kwargs(settings["variant"])
+        trained[name] = (args["trace_lambda"], args["trace_style"], args["trace_form"])
+    assert trained == {"recent-trace-0.99.lam_0.9": (0.9, "recent", "relative"),
+                       "recent-trace-0.99.lam_0.5": (0.5, "recent", "relative")}

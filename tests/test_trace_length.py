@@ -364,3 +364,53 @@ def test_per_sequence_n_is_each_completions_own_length(style, update):
     batch_max = weights(new, old, 12, "batch_max", [1.0, -0.5])
     assert (both[2][0, :6] - batch_max[2][0, :6]).abs().max() > 1e-3
     torch.testing.assert_close(both[2][1], batch_max[2][1], rtol=1e-12, atol=1e-15)  # the longest: n = 9 both ways
+
+
+def test_a_fixed_trace_length_must_hold_the_completion_length_rounded_up_to_the_padding_multiple():
+    """max_completion_length 96 padded to a multiple of 64 is a 128-token batch: a fixed n of 100 (above 96,
+    below 128) is refused before any job, naming 128; n = 128 is accepted. With a multiple of 32 (96 exactly)
+    n = 96 is accepted."""
+    import copy
+
+    import yaml
+
+    from conftest import ROOT
+    from grpo_lambda import config as study
+
+    default = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    assert default["rl"]["max_completion_length"] == 96
+
+    def validate(**trl):
+        config = copy.deepcopy(default)
+        config["rl"]["trl"] = {"trace_form": "absolute", **trl}
+        return study.validate(config)
+
+    with pytest.raises(study.ConfigError, match=r"rl\.trl\.trace_length \(100\) is shorter than the completions "
+                                                r"variant 'grpo' can write \(128 tokens"):
+        validate(trace_length=100, pad_to_multiple_of=64)
+    validate(trace_length=128, pad_to_multiple_of=64)
+    validate(trace_length=96, pad_to_multiple_of=32)
+    with pytest.raises(study.ConfigError, match=r"\(95\) is shorter .*\(96 tokens"):
+        validate(trace_length=95, pad_to_multiple_of=32)
+
+
+def test_a_fixed_trace_length_is_checked_against_trls_default_completion_length_where_no_setting_names_one():
+    """Neither the variant, rl.trl nor rl sets max_completion_length: the cells train with TRL's default (512),
+    so n = 300 is refused naming 512, and a variant's own max_completion_length (256) is the one checked."""
+    import copy
+
+    import yaml
+
+    from conftest import ROOT
+    from grpo_lambda import config as study
+
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    del config["rl"]["max_completion_length"]
+    config["rl"]["trl"] = {"trace_form": "absolute", "trace_length": 300}
+    assert study.trl_config_fields()["max_completion_length"] == 512
+    with pytest.raises(study.ConfigError, match=r"trace_length \(300\) is shorter than the completions variant "
+                                                r"'grpo' can write \(512 tokens"):
+        study.validate(copy.deepcopy(config))
+    for variant in config["variants"].values():
+        variant["max_completion_length"] = 256
+    study.validate(config)

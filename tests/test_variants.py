@@ -148,6 +148,43 @@ def test_a_value_error_names_the_key_and_says_why():
         variants.check_value("trace_gamma", "gamma", 0)
 
 
+def test_variant_config_kwargs_by_hand():
+    """What a variant becomes, worked by hand: only GRPO-λ keeps the config's clamp (the paper's −0.1); every
+    other objective gets none unless it asks; a display label configures nothing; an OAR parameter without
+    oar_method, a key of another objective, an unknown key or a missing objective is refused, naming it."""
+    kwargs = variants.variant_config_kwargs
+    assert kwargs({"objective": "grpo", "label": "GRPO"}) == {"objective": "grpo", "advantage_clamp": None}
+    assert kwargs({"objective": "ptrace", "lam": 0.9}) == {"objective": "ptrace", "advantage_clamp": None,
+                                                            "trace_lambda": 0.9}
+    assert kwargs({"objective": "grpo_lambda", "lam": 0.5, "style": "both", "learning_rate": 1e-5}) == {
+        "objective": "grpo_lambda", "trace_lambda": 0.5, "trace_style": "both", "learning_rate": 1e-5}
+    assert kwargs({"objective": "grpo", "oar_method": "gradient", "oar_boost": 2.0})["oar_boost"] == 2.0
+    with pytest.raises(ValueError, match=r"^variant keys \['oar_boost'\] need oar_method"):
+        kwargs({"objective": "grpo", "oar_boost": 2.0})
+    with pytest.raises(ValueError, match=r"^variant key 'lam' applies to objective 'grpo_lambda' / 'ptrace' / "
+                                         r"'strace' only, not 'grpo'$"):
+        kwargs({"objective": "grpo", "lam": 0.9})
+    with pytest.raises(ValueError, match=r"^unknown variant key 'lr'; known keys: \['objective', "):
+        kwargs({"objective": "grpo", "lr": 1e-5})
+    with pytest.raises(ValueError, match=r"^variant \{'lam': 0\.9\}: key 'objective' is required, one of "
+                                         r"\('grpo', 'grpo_lambda', "):
+        kwargs({"lam": 0.9})
+    with pytest.raises(ValueError, match=r"^variant must be a dict, got list$"):
+        kwargs(["grpo"])
+
+
+@pytest.mark.parametrize("length", [None, "batch_max", "per_sequence", 1, 3072])
+def test_a_trace_length_may_be_a_positive_int_batch_max_or_none(length):
+    variants.check_trace_length(length)
+
+
+@pytest.mark.parametrize("length", [0, -4, True, 2.5, "longest", "3072"])
+def test_any_other_trace_length_is_refused_naming_the_value(length):
+    with pytest.raises(ValueError, match=rf"^trace_length must be a positive int, 'batch_max', 'per_sequence' or None, got "
+                                         rf"{re.escape(repr(length))}$"):
+        variants.check_trace_length(length)
+
+
 # ---- adding an objective: its line in OBJECTIVES and its importance weights, nothing else ------------------
 
 def toy_importance_weights(logps, log_ratio, mask, params, trace_mask):

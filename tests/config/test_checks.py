@@ -340,3 +340,18 @@ def test_every_check_is_registered_in_checks_and_a_models_checks_run_model_by_mo
                                       lambda config, model, source: seen.append(("b", model)))
     check_models(study.validate(two_models), "config")
     assert seen == [("a", "tiny"), ("b", "tiny"), ("a", "other"), ("b", "other")]
+
+
+def test_a_generation_batch_size_is_checked_against_the_per_device_batch_and_the_group_size_naming_each():
+    """rl: per_device_train_batch_size 32, num_generations 8. generation_batch_size 48 is not a multiple of 32
+    (refused naming both); 64 is, and 8 divides it; a variant's own num_generations 24 does not divide 64
+    (refused naming the variant's key and where the batch comes from)."""
+    with pytest.raises(study.ConfigError, match=r"^config: rl\.trl\.generation_batch_size \(48\) must be a multiple "
+                                                r"of per_device_train_batch_size \(32\)$"):
+        study.validate(broken(lambda c: c["rl"].update(trl={"generation_batch_size": 48})))
+    study.validate(broken(lambda c: c["rl"].update(trl={"generation_batch_size": 64})))
+    with pytest.raises(study.ConfigError, match=r"^config: variants\.grpo\.num_generations \(24\) must divide the "
+                                                r"generation batch \(generation_batch_size = 64 completions per "
+                                                r"process\)"):
+        study.validate(broken(lambda c: (c["rl"].update(trl={"generation_batch_size": 64}),
+                                         c["variants"]["grpo"].update(num_generations=24))))
