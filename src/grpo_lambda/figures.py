@@ -616,6 +616,10 @@ def horizon_figure(config: dict, horizon: pd.DataFrame):
             values = [float(part.split(":")[1]) for part in str(text).split(";") if ":" in part]
             jitter = xi * np.exp(np.linspace(-0.04, 0.04, len(values))) if values else []
             ax.scatter(jitter, values, s=9, color="#7f7f7f", alpha=0.7, zorder=2)
+        for xi, yi, inside in zip(x, rows["estimate"], rows["in_band"]):
+            if str(inside) == "False":  # the design's difficulty band missed: an effect at a floor or ceiling
+                ax.annotate("SFT outside\nthe band", (xi, yi), textcoords="offset points", xytext=(-10, 18),
+                            fontsize=7, ha="center", color="#555555")
         ax.errorbar(x, rows["estimate"], yerr=_errors(rows["estimate"].to_numpy(float), rows["estimate_low"].to_numpy(float),
                                                        rows["estimate_high"].to_numpy(float)),
                     fmt="o", color=GRPO_LAMBDA_METHOD_COLOUR, capsize=3, zorder=3, label="effect, 95% CI")

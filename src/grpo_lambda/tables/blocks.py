@@ -484,6 +484,8 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
         words = TREND_WORDS[verdict]
         if verdict == UNRESOLVED:
             words += f" at {seeds} seeds: neither a growth nor its absence is shown"
+        elif verdict in (AHEAD, BEHIND) and trend["p_equivalence_holm"] < 1 - float(options["level"]):
+            words += ", by less than the declared margin (TOST)"
         margin = design["equivalence_margin"].get("slope")
         tost = f", TOST p {_p(trend['p_equivalence_holm'])} against ±{margin}" if margin else ""
         span = (f"{effects['chain_length'].min():.0f} to {effects['chain_length'].max():.0f} tokens")
