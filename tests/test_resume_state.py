@@ -41,6 +41,7 @@ class RecordingTrainer:
         self.calls = []
         self.state = SimpleNamespace(global_step=0, log_history=[])
         self.accelerator = SimpleNamespace(is_main_process=True)
+        self.model = SimpleNamespace(config=SimpleNamespace(tie_word_embeddings=True))  # as the tiny model
         RecordingTrainer.made.append(self)
 
     def is_world_process_zero(self):
@@ -66,7 +67,9 @@ def cell(tmp_path, monkeypatch):
     monkeypatch.setattr(train.fingerprint, "claim", lambda *args, **kwargs: None)
     monkeypatch.setattr(train.provenance, "record", lambda **kwargs: {})
     monkeypatch.setattr(train, "load_tokenizer", lambda *args, **kwargs: None)
-    monkeypatch.setattr(train, "rl_dataset", lambda rows, tokenizer, template, **prompt_options: rows)
+    # rl_dataset's rows carry the rendered prompt (train writes the first to prompt.txt)
+    monkeypatch.setattr(train, "rl_dataset", lambda rows, tokenizer, template, **prompt_options: [
+        {**row, "prompt": row["problem"]} for row in rows])
     monkeypatch.setattr(train, "drop_long_prompts", lambda dataset, tokenizer, limit: (
         dataset, {"max_prompt_length": limit, "prompts": len(dataset), "dropped": 0}))
     monkeypatch.setattr(train, "build_config", lambda settings, *, output_dir, seed: SimpleNamespace(
