@@ -44,7 +44,7 @@ declare -A TESTS=(
              tests/test_grading.py::test_grade_many_in_parallel_keeps_each_verdict_in_its_row"
   [stats]="tests/test_stats.py tests/test_stats.py::test_interval_width_is_the_binomial_width_of_its_level"
   [aggregate]="tests/test_tables.py tests/test_tables.py::test_table1_averages_over_the_variants_present"
-  [config]="tests/test_config.py tests/test_sweep.py tests/test_data_sources.py
+  [config]="tests/config tests/test_sweep.py tests/test_data_sources.py
             tests/test_trace_length.py::test_a_fixed_trace_length_must_hold_the_completion_length_rounded_up_to_the_padding_multiple
             tests/test_trace_length.py::test_trace_length_values_are_checked_in_the_trainer_config_and_before_any_job
             tests/test_trace_length.py::test_a_fixed_trace_length_is_checked_against_trls_default_completion_length_where_no_setting_names_one"
@@ -58,6 +58,7 @@ declare -A SOURCES=(
   [rewards]="src/grpo_lambda/grading/*"
   [aggregate]="src/grpo_lambda/tables/*"
   [registry]="src/grpo_lambda/data/registry.py"
+  [config]="src/grpo_lambda/config/*"
 )
 # The trainer's loss path (trainer.py and trainer_config.py): mutants of these functions only.
 LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params _widest_completion

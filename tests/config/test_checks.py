@@ -321,10 +321,11 @@ def test_every_check_is_registered_in_checks_and_a_models_checks_run_model_by_mo
     import ast
     import inspect
 
-    from grpo_lambda.config import checks
+    from grpo_lambda.config import checks, data_checks
 
     tree = ast.parse(inspect.getsource(checks))
-    defined = {node.name: node for node in tree.body if isinstance(node, ast.FunctionDef)}
+    modules = [tree, ast.parse(inspect.getsource(data_checks))]  # the data sources' checks live beside
+    defined = {node.name: node for module in modules for node in module.body if isinstance(node, ast.FunctionDef)}
     registry = next(node.value for node in tree.body if isinstance(node, ast.Assign)
                     and getattr(node.targets[0], "id", None) == "CHECKS")
     reached = {node.id for node in ast.walk(registry) if isinstance(node, ast.Name) and node.id in defined}
