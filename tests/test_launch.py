@@ -6,15 +6,14 @@ tests/test_vllm_server.py."""
 
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 
+from fake_servers import SERVE_HEALTH, alive, free_port
 from grpo_lambda import launch
 
 # A server whose worker ignores SIGTERM: the leader dies on the group's SIGTERM, the worker would sleep on.
@@ -28,33 +27,7 @@ STUBBORN_SERVER = textwrap.dedent("""
         time.sleep(0.02)
     with open(ready, "w") as handle:
         handle.write(f"{os.getpid()} {worker.pid}")
-
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200 if self.path == "/health" else 404)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
-""")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
-
-
-def alive(pid: int) -> bool:
-    """Whether the process runs (an exited one not yet reaped, state Z, counts as gone)."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    return not stat.exists() or stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
+""") + SERVE_HEALTH
 
 
 def test_stopping_the_server_ends_a_worker_that_ignores_sigterm(tmp_path):

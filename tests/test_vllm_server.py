@@ -5,17 +5,16 @@ answering /health); the real server and TRL's weight sync into it need a GPU (do
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import textwrap
 import time
-from pathlib import Path
 
 import pytest
 import yaml
 
 from conftest import ROOT
+from fake_servers import SERVE_HEALTH, alive, free_port
 from grpo_lambda import launch
 
 FAKE_SERVER = textwrap.dedent("""
@@ -27,42 +26,13 @@ FAKE_SERVER = textwrap.dedent("""
     time.sleep(delay)
     if exit_code >= 0:
         sys.exit(exit_code)
-
-    class Health(http.server.BaseHTTPRequestHandler):
-        def do_GET(self):
-            self.send_response(200 if self.path == "/health" else 404)
-            self.end_headers()
-
-        def log_message(self, *args):
-            pass
-
-    http.server.HTTPServer(("127.0.0.1", port), Health).serve_forever()
-""")
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+""") + SERVE_HEALTH
 
 
 def fake_command(tmp_path, port, *, delay=0.5, exit_code=-1):
     script = tmp_path / "fake_server.py"
     script.write_text(FAKE_SERVER)
     return [sys.executable, str(script), str(port), str(delay), str(exit_code), str(tmp_path / "server.pid")]
-
-
-def alive(pid: int) -> bool:
-    """Whether the process runs: one that has exited but is not yet reaped by its parent (state Z in
-    /proc/PID/stat, the field after the command's closing parenthesis) counts as gone."""
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    stat = Path(f"/proc/{pid}/stat")
-    if not stat.exists():
-        return True
-    return stat.read_text().rsplit(")", 1)[1].split()[0] != "Z"
 
 
 def server_pids(tmp_path) -> list[int]:
