@@ -367,3 +367,15 @@ def test_an_accuracy_interval_stays_within_0_and_1_near_both_ends(right):
     # all right: [something below 1, 1], not a point
     every = Cells.level_interval(SimpleNamespace(level=0.95), [Term(1.0, np.ones((4, 300)), "seeds", "problems")])
     assert every.high == 1.0 and 0.98 < every.low < 1.0
+
+
+def test_an_accuracy_interval_holds_its_estimate_at_0_and_1():
+    """As found: at an estimate of exactly 0 the Wilson bound landed 1e-17 above it, and Figure 1 refused the
+    negative error bar (the preflight's small study, whose SFT model answers nothing right)."""
+    from grpo_lambda.stats import Interval, proportion_interval
+
+    for p in (0.0, 1.0, 1e-9, 1 - 1e-9):
+        for n in range(1, 200):
+            for se, df in ((0.0, math.inf), (0.0, 7.0), (1e-3, 7.0)):
+                got = proportion_interval(Interval(p, p - 0.1, p + 0.1, se, df), n)
+                assert 0.0 <= got.low <= p <= got.high <= 1.0, (p, n, se, df, got)

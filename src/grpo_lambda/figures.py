@@ -163,9 +163,7 @@ def _chunks(items: list, size: int) -> list[list]:
 
 def _errors(value: np.ndarray, low: np.ndarray, high: np.ndarray):
     errors = np.vstack([value - low, high - value])
-    # A Wilson-type bound at an estimate of exactly 0 or 1 can land a rounding error past it (−1e-17),
-    # which matplotlib refuses as a negative error bar.
-    return None if np.isnan(errors).all() else np.maximum(np.nan_to_num(errors), 0.0)
+    return None if np.isnan(errors).all() else np.nan_to_num(errors)
 
 
 def _cell_bars(config: dict, by_variant: pd.DataFrame, model: str, dataset: str, targets: list[str]) -> list[dict]:

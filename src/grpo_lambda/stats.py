@@ -395,7 +395,8 @@ def proportion_interval(interval: Interval, observations: int, level: float = 0.
         student_t_quantile((1 + level) / 2, 1e9)
     centre = (p + z * z / (2 * n)) / (1 + z * z / n)
     half = z / (1 + z * z / n) * math.sqrt(p * (1 - p) / n + z * z / (4 * n * n))
-    return Interval(p, max(0.0, centre - half), min(1.0, centre + half), se, interval.df)
+    # The Wilson interval holds p̂; at p̂ = 0 or 1 rounding can land a bound 1e-17 past it.
+    return Interval(p, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)), se, interval.df)
 
 
 def holm(p_values) -> np.ndarray:
