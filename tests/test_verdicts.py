@@ -9,10 +9,10 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lambda.stats import seed_interval, sign_flip_equivalence_p, student_t_quantile
+from grpo_lambda.stats import minimum_detectable_effect, seed_interval, sign_flip_equivalence_p, student_t_quantile
 from grpo_lambda.tables import factorial, learning_speed
 from grpo_lambda.config.report import report_options
-from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns, mde_at
+from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns
 
 ALPHA = 0.05
 
@@ -48,7 +48,7 @@ def test_the_mde_is_at_the_level_the_family_faces():
     unadjusted = (student_t_quantile(1 - ALPHA / 2, 11) + student_t_quantile(0.8, 11)) * 0.01
     assert frame["mde"].iloc[0] > 1.2 * unadjusted
     # a test that cannot reach α/m (the sign-flip floor 2^(1-4) = 0.125) detects nothing
-    assert mde_at(0.01, 3, ALPHA, p_floor=0.125) == np.inf
+    assert minimum_detectable_effect(0.01, 3, ALPHA, p_floor=0.125) == np.inf
 
 
 def test_too_few_seeds_when_no_outcome_could_reject():

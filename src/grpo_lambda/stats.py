@@ -143,14 +143,21 @@ class Interval:
 
     def mde(self, alpha: float = 0.05, power: float = 0.8) -> float:
         """The smallest |θ| a two-sided level-``alpha`` test detects with probability ``power``, at this
-        standard error: (t_{1−α/2} + t_{power}) · se (for per-seed values the t approximation of the
-        sign-flip test; infinite where its floor 2^(1−n) is not below ``alpha``). The tables call it with
+        standard error (:func:`minimum_detectable_effect`, with this test's floor). The tables call it with
         the level the comparison faces in its family, α/m (grpo_lambda.tables.verdicts)."""
-        if math.isnan(self.se):
-            return float("nan")
-        if self.p_floor() >= alpha:
-            return float("inf")
-        return float((student_t_quantile(1 - alpha / 2, self.df) + student_t_quantile(power, self.df)) * self.se)
+        return minimum_detectable_effect(self.se, self.df, alpha, power, self.p_floor())
+
+
+def minimum_detectable_effect(se: float, df: float, alpha: float = 0.05, power: float = 0.8,
+                              p_floor: float = 0.0) -> float:
+    """(t_{df, 1 − alpha/2} + t_{df, power}) · se: the smallest |θ| a two-sided level-``alpha`` test detects
+    with probability ``power`` (for per-seed values the t approximation of the sign-flip test); infinite
+    where the test's smallest p (``p_floor``, 2^(1−n) for n seeds) is not below ``alpha``; NaN without se."""
+    if se is None or df is None or math.isnan(se) or math.isnan(df):
+        return float("nan")
+    if p_floor is not None and not math.isnan(p_floor) and p_floor >= alpha:
+        return float("inf")
+    return float((student_t_quantile(1 - alpha / 2, df) + student_t_quantile(power, df)) * se)
 
 
 def student_t_quantile(probability: float, df: float) -> float:

@@ -39,7 +39,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from grpo_lambda.stats import Interval, holm, student_t_quantile
+from grpo_lambda.stats import Interval, holm, minimum_detectable_effect
 
 AHEAD, BEHIND, EQUIVALENT, UNRESOLVED, TOO_FEW = "ahead", "behind", "equivalent", "not distinguishable", \
     "too few seeds"
@@ -56,15 +56,6 @@ def comparison_columns(interval: Interval | None, level: float, margin: float | 
     return {f"{prefix}se": interval.se, f"{prefix}df": interval.df, f"{prefix}p": interval.p_value(),
             f"{prefix}p_floor": interval.p_floor(),
             f"{prefix}p_equivalence": interval.equivalence_p(margin) if margin else np.nan}
-
-
-def mde_at(se: float, df: float, alpha: float, p_floor: float = 0.0, power: float = POWER) -> float:
-    """(t_{df, 1 − alpha/2} + t_{df, power}) · se; infinite when the test's floor is not below ``alpha``."""
-    if pd.isna(se) or pd.isna(df):
-        return np.nan
-    if not pd.isna(p_floor) and p_floor >= alpha:
-        return np.inf
-    return float((student_t_quantile(1 - alpha / 2, df) + student_t_quantile(power, df)) * se)
 
 
 def add_verdicts(frame: pd.DataFrame, estimate: str, family: Sequence[str], level: float, prefix: str = "",
@@ -91,7 +82,7 @@ def add_verdicts(frame: pd.DataFrame, estimate: str, family: Sequence[str], leve
                 inside.groupby(keys, sort=False)[source].transform(lambda p: pd.Series(holm(p.to_numpy()), index=p.index)))
             if column == "p":
                 sizes[member] = inside.groupby(keys, sort=False)[source].transform(lambda p: float(p.notna().sum()))
-    frame[f"{prefix}mde"] = [mde_at(se, df, alpha / m, floor) if m and not pd.isna(m) else np.nan
+    frame[f"{prefix}mde"] = [minimum_detectable_effect(se, df, alpha / m, POWER, floor) if m and not pd.isna(m) else np.nan
                              for se, df, floor, m in zip(frame[f"{prefix}se"], frame[f"{prefix}df"],
                                                          frame[f"{prefix}p_floor"], sizes)] if len(frame) else []
     frame[f"{prefix}verdict"] = pd.Series([
