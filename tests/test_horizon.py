@@ -155,7 +155,7 @@ def test_each_horizon_s_effect_is_the_paired_difference_on_its_own_suite(table):
         assert row["treatment_accuracy"] == pytest.approx(np.mean(TRACE[h]) / N_PROBLEMS)
         assert row["sft_accuracy"] == pytest.approx(14 / N_PROBLEMS)
         assert row["seeds"] == 4
-        per_seed = [float(part.split(":")[1]) for part in row["per_seed"].split(";")]
+        per_seed = [float(part.split(":")[1]) for part in row["per_seed"].split()]
         assert per_seed == pytest.approx([(t - b) / N_PROBLEMS for t, b in zip(TRACE[h], BASE[h])], abs=5e-4)
         # Two of three steps have a group with signal; groups with signal: 1 - mean(0.5, 1, 0.75).
         assert row["steps_with_signal"] == pytest.approx(2 / 3)

@@ -612,16 +612,17 @@ def horizon_figure(config: dict, horizon: pd.DataFrame):
         ax = axes[0, c]
         x = rows["chain_length"].to_numpy(float)
         ax.axhline(0.0, color="#888888", lw=0.8)
-        for xi, text in zip(x, rows["per_seed"].fillna("")):
-            values = [float(part.split(":")[1]) for part in str(text).split(";") if ":" in part]
+        for xi, text in zip(x, rows["per_seed"]):
+            values = _per_seed(text)
             jitter = xi * np.exp(np.linspace(-0.04, 0.04, len(values))) if values else []
             ax.scatter(jitter, values, s=9, color="#7f7f7f", alpha=0.7, zorder=2)
         for xi, yi, inside in zip(x, rows["estimate"], rows["in_band"]):
             if str(inside) == "False":  # the design's difficulty band missed: an effect at a floor or ceiling
                 ax.annotate("SFT outside\nthe band", (xi, yi), textcoords="offset points", xytext=(-10, 18),
                             fontsize=7, ha="center", color="#555555")
-        ax.errorbar(x, rows["estimate"], yerr=_errors(rows["estimate"].to_numpy(float), rows["estimate_low"].to_numpy(float),
-                                                       rows["estimate_high"].to_numpy(float)),
+        estimates = rows["estimate"].to_numpy(float)
+        ax.errorbar(x, estimates, yerr=_errors(estimates, rows["estimate_low"].to_numpy(float),
+                                               rows["estimate_high"].to_numpy(float)),
                     fmt="o", color=GRPO_LAMBDA_METHOD_COLOUR, capsize=3, zorder=3, label="effect, 95% CI")
         trend = horizon[(horizon["role"] == "trend") & (horizon["pair"] == pair)]
         if len(trend) and np.isfinite(trend["estimate"].iloc[0]) and np.isfinite(rows["estimate"]).all():
@@ -629,16 +630,19 @@ def horizon_figure(config: dict, horizon: pd.DataFrame):
             logs = np.log(x)
             centre = float(np.mean(rows["estimate"])) - slope * float(np.mean(logs))
             ax.plot(x, centre + slope * logs, "--", color=GRPO_LAMBDA_METHOD_COLOUR, lw=1,
-                    label=f"slope {slope:+.3f} [{trend['estimate_low'].iloc[0]:+.3f}, {trend['estimate_high'].iloc[0]:+.3f}]")
+                    label=f"slope {slope:+.3f} [{trend['estimate_low'].iloc[0]:+.3f}, "
+                          f"{trend['estimate_high'].iloc[0]:+.3f}]")
         ax.set_xscale("log")
         ax.set_title(pair, fontsize=9)
         ax.set_ylabel("accuracy, treatment − baseline", fontsize=8)
         ax.legend(fontsize=7)
         arms = axes[1, c]
-        for column, label, colour in (("sft_accuracy", "SFT", SFT_COLOUR), ("baseline_accuracy", "baseline", GRPO_COLOUR),
+        for column, label, colour in (("sft_accuracy", "SFT", SFT_COLOUR),
+                                      ("baseline_accuracy", "baseline", GRPO_COLOUR),
                                       ("treatment_accuracy", "treatment", GRPO_LAMBDA_METHOD_COLOUR)):
-            arms.errorbar(x, rows[column], yerr=_errors(rows[column].to_numpy(float), rows[f"{column}_low"].to_numpy(float),
-                                                         rows[f"{column}_high"].to_numpy(float)),
+            values = rows[column].to_numpy(float)
+            arms.errorbar(x, values, yerr=_errors(values, rows[f"{column}_low"].to_numpy(float),
+                                                  rows[f"{column}_high"].to_numpy(float)),
                           fmt="o-", color=colour, capsize=3, label=label)
         arms.set_xscale("log")
         arms.set_ylim(0, 1)

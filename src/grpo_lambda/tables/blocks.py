@@ -425,7 +425,8 @@ def _provenance(info: dict) -> str:
 def _horizon(horizon: pd.DataFrame | None) -> str:
     if horizon is None or horizon.empty:
         return "No horizon study (report.horizon) in this run.\n"
-    header = ["pair", "chain (columns, tokens)", "SFT accuracy", "in band", "steps with signal", "baseline", "treatment",
+    header = ["pair", "chain (columns, tokens)", "SFT accuracy", "in band", "steps with signal", "baseline",
+              "treatment",
               "effect [95% CI]", "Holm p", "TOST p (Holm)", "MDE", "verdict", "per seed"]
     lines = []
     for _, row in horizon.iterrows():
@@ -443,8 +444,14 @@ def _horizon(horizon: pd.DataFrame | None) -> str:
                                 row["treatment_accuracy_high"]),
                       _interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
                       _p(row["p_holm"]), _p(row["p_equivalence_holm"]), _level(row["mde"]), row["verdict"] or "–",
-                      str(row["per_seed"] or "").replace("-", "−")])
+                      _seed_effects(row["per_seed"])])
     return _table(header, lines)
+
+
+def _seed_effects(text) -> str:
+    """A table's "seed:value" per-seed column as "seed: +value; ..." (grpo_lambda.tables.verdicts.seed_values_text)."""
+    pairs = (pair.split(":") for pair in (text if isinstance(text, str) else "").split())
+    return "; ".join(f"{seed}: {_signed(float(value))}" for seed, value in pairs)
 
 
 def _horizon_errors(config: dict, errors: pd.DataFrame | None) -> str:
@@ -489,7 +496,8 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
         margin = design["equivalence_margin"].get("slope")
         tost = f", TOST p {_p(trend['p_equivalence_holm'])} against ±{margin}" if margin else ""
         span = (f"{effects['chain_length'].min():.0f} to {effects['chain_length'].max():.0f} tokens")
-        per = "; ".join(f"{int(r['columns'])} columns {_interval(r['estimate'], r['estimate_low'], r['estimate_high'], True)}"
+        per = "; ".join(f"{int(r['columns'])} columns "
+                        f"{_interval(r['estimate'], r['estimate_low'], r['estimate_high'], True)}"
                         f" ({r['verdict'] or '–'})" for _, r in effects.iterrows())
         sentences.append(f"- **{pair}** ({what}): the effect on held-out accuracy {words} (slope {slope} per unit "
                          f"ln(chain length) over {span}, Holm p {_p(trend['p_holm'])}{tost}). Per horizon: {per}.")
@@ -497,7 +505,8 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
         if len(outside):
             low, high = design["band"]
             where = "; ".join(f"{int(r['columns'])} columns {_level(r['sft_accuracy'])}" for _, r in outside.iterrows())
-            sentences.append(f"  **The design's difficulty band did not hold**: the SFT model's greedy accuracy lies outside "
+            sentences.append("  **The design's difficulty band did not hold**: the SFT model's greedy accuracy lies "
+                             "outside "
                              f"the declared [{low:.2f}, {high:.2f}] at {where}. An effect at a floor or a ceiling says "
                              "nothing, so the trend, which includes it, does not answer whether the trace's effect "
                              "grows with the chain; only the horizons inside the band can be read.")
@@ -505,5 +514,6 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
         sentences.append(f"  The SFT models' greedy accuracy on their own suite: {_level(band.min())} to "
                          f"{_level(band.max())}; RL steps with signal: {_level(effects['steps_with_signal'].min())} to "
                          f"{_level(effects['steps_with_signal'].max())}; the baseline's accuracy after RL: "
-                         f"{_level(effects['baseline_accuracy'].min())} to {_level(effects['baseline_accuracy'].max())}.")
+                         f"{_level(effects['baseline_accuracy'].min())} to "
+                         f"{_level(effects['baseline_accuracy'].max())}.")
     return "\n".join(sentences) + "\n"

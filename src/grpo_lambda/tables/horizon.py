@@ -50,7 +50,7 @@ from grpo_lambda.data import arith
 from grpo_lambda.tables.collect import eval_file
 from grpo_lambda.tables.cells import Cells, interval_columns, scaled
 from grpo_lambda.tables.keys import FINAL, SFT
-from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns
+from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns, seed_values_text
 
 EFFECT, TREND = "effect", "trend"
 COLUMNS = ["model", "pair", "role", "dataset", "benchmark", "columns", "chain_length", "sft_accuracy",
@@ -90,17 +90,19 @@ def signal(logs: pd.DataFrame, model: str, dataset: str, variants: list[str]) ->
 
 
 def _per_seed(cells: Cells, model: str, dataset: str, treatment: str, baseline: str, benchmark: str) -> str:
-    """``seed: effect`` for each seed both arms hold, the effect the mean over the problems both answered."""
+    """Each seed both arms hold with its effect, the mean over the problems both answered (the tables'
+    "seed:value" text)."""
     a = cells.matrices.get((model, dataset, treatment, FINAL, benchmark))
     b = cells.matrices.get((model, dataset, baseline, FINAL, benchmark))
     if a is None or b is None:
         return ""
-    parts = []
+    seeds, effects = [], []
     for seed in sorted(set(a[0]) & set(b[0]), key=lambda s: -1 if s is None else s):
         difference = a[1][a[0].index(seed)] - b[1][b[0].index(seed)]
         if (~np.isnan(difference)).any():
-            parts.append(f"{seed}: {np.nanmean(difference):+.3f}")
-    return "; ".join(parts)
+            seeds.append(seed)
+            effects.append(float(np.nanmean(difference)))
+    return seed_values_text(seeds, effects)
 
 
 def _accuracy(cells: Cells, prefix: str, model: str, dataset: str, variant: str, benchmark: str) -> dict:
@@ -166,7 +168,8 @@ def horizon_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
 
 def collect_first_errors(results_dir: str | os.PathLike, config: dict, options: dict) -> pd.DataFrame | None:
     """Every final greedy chain of the horizon study's cells on their own suite, with its first error
-    (grpo_lambda.data.arith.first_error: its kind, and the column it sits in); None for a study without ``report.horizon``."""
+    (grpo_lambda.data.arith.first_error: its kind, and the column it sits in); None for a study without
+    ``report.horizon``."""
     design = options.get("horizon")
     if design is None:
         return None
@@ -180,7 +183,8 @@ def collect_first_errors(results_dir: str | os.PathLike, config: dict, options: 
             bench = results_dir / "bench" / f"{benchmark}.jsonl"
             if not bench.is_file():
                 continue
-            problems = {str(row["id"]): row["problem"] for _, row in files.iter_jsonl(bench, files.ReadSummary(str(bench)))}
+            suite = files.iter_jsonl(bench, files.ReadSummary(str(bench)))
+            problems = {str(row["id"]): row["problem"] for _, row in suite}
             runs = [(SFT, None)] + [(v, s) for v in model_variants(config, model) for s in config["seeds"]]
             for variant, seed in runs:
                 path = eval_file(results_dir, model, dataset, variant, seed, FINAL, benchmark)

@@ -35,7 +35,8 @@ from grpo_lambda.config import model_datasets, model_variants
 from grpo_lambda.stats import Interval, seed_interval, smooth, smoothing_weight, t_interval
 from grpo_lambda.tables.cells import interval_columns
 from grpo_lambda.tables.labels import method_variants, objective, variant_label
-from grpo_lambda.tables.verdicts import CHECK, EXPLORATORY, add_verdicts, comparison_columns, per_seed_text
+from grpo_lambda.tables.verdicts import (CHECK, EXPLORATORY, add_verdicts, comparison_columns, per_seed_text,
+                                         seed_values_text)
 
 THRESHOLD_FRACTION = 0.5
 COLUMNS = ["model", "dataset", "method", "variant", "label", "objective", "seeds", "steps", "threshold",
@@ -132,7 +133,7 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
             row["auc_distinguishable"] = auc_gap.excludes(0.0) if auc_gap else np.nan
             row.update(interval_columns("steps_vs_baseline", steps_gap))
             row["steps_distinguishable"] = steps_gap.excludes(0.0) if steps_gap else np.nan
-            row["auc_per_seed"] = " ".join(f"{s}:{v:.6g}" for s, v in zip(seeds, auc))
+            row["auc_per_seed"] = seed_values_text(seeds, auc)
             row["auc_vs_baseline_per_seed"] = per_seed_text(auc_gap)
             check = variant in options["checks"]
             row["role"] = CHECK if check else EXPLORATORY

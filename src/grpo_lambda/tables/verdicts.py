@@ -114,4 +114,9 @@ def per_seed_text(interval: Interval | None) -> str:
     if interval is None or interval.values is None:
         return ""
     names = interval.seeds if interval.seeds is not None else range(len(interval.values))
-    return " ".join(f"{name}:{value:.6g}" for name, value in zip(names, interval.values))
+    return seed_values_text(names, interval.values)
+
+
+def seed_values_text(seeds, values) -> str:
+    """Per-seed values as the tables' CSVs hold them: "seed:value" separated by spaces."""
+    return " ".join(f"{seed}:{value:.6g}" for seed, value in zip(seeds, values))
