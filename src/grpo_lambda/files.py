@@ -126,13 +126,15 @@ class ReadSummary:
     skipped: dict[str, int] = field(default_factory=dict)
     lines: list[str] = field(default_factory=list)
     duplicates: int = 0
+    log_each: bool = True  # False: the caller names the skipped lines itself, in one line
 
     def skip(self, where: str, kind: str, detail: str) -> None:
         """Record one skipped row; ``where`` is ``path:line`` (or ``hub-id[row]``)."""
         self.skipped[kind] = self.skipped.get(kind, 0) + 1
         if len(self.lines) < REPORTED_LINES:
             self.lines.append(f"{where}: {kind}: {detail}; skipped")
-            log.warning(self.lines[-1])
+            if self.log_each:
+                log.warning(self.lines[-1])
 
     @property
     def total_skipped(self) -> int:

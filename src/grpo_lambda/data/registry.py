@@ -429,7 +429,7 @@ def source_columns(spec: dict, *, quiet: bool = False) -> set[str] | None:
         import pyarrow.parquet
 
         return set(pyarrow.parquet.read_schema(path).names)
-    peeked = _PeekSummary(str(path))
+    peeked = files.ReadSummary(str(path), log_each=False)
     if path.suffix == ".jsonl":
         records = (record for _, record in files.iter_jsonl(path, peeked, objects_only=False))
     elif path.suffix == ".json" and path.stat().st_size <= PEEK_JSON_BYTES:
@@ -445,17 +445,8 @@ def source_columns(spec: dict, *, quiet: bool = False) -> set[str] | None:
     finally:
         if peeked.lines and not quiet:
             log.warning("%s: %d bad rows skipped in reading its columns (%s)", path, peeked.total_skipped,
-                        "; ".join(peeked.lines))
+                        "; ".join(line.removesuffix("; skipped") for line in peeked.lines))
     return found
-
-
-class _PeekSummary(files.ReadSummary):
-    """A ReadSummary that records skipped rows without logging each: the column check names them in one line."""
-
-    def skip(self, where: str, kind: str, detail: str) -> None:
-        self.skipped[kind] = self.skipped.get(kind, 0) + 1
-        if len(self.lines) < files.REPORTED_LINES:
-            self.lines.append(f"{where}: {kind}: {detail}")
 
 
 def _disk_dataset_columns(path: Path, split: str) -> set[str] | None:
