@@ -156,17 +156,23 @@ def test_a_results_folder_that_holds_nothing_of_the_config_is_said_to_be_so(stud
     assert "warning" not in grid_status(study)
 
 
+def _hold_lock(folder):
+    """A process holding the cell's lock (files.exclusive) as a trainer does, once it says so."""
+    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpo_lambda import files\n"
+                               "with files.exclusive(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)",
+                               folder], stdout=subprocess.PIPE, text=True)
+    assert holder.stdout.readline().strip() == "held"
+    return holder
+
+
 def test_a_trainer_killed_moments_ago_is_stalled_at_once_and_a_live_one_running(study):
     """The cell's lock names its trainer's pid and host (files.exclusive): a process that holds it and
     is then killed leaves a cell that status calls stalled without waiting stale_minutes."""
     folder = _cell_folder(study, "grpo", 0)
     _train_log(study, "grpo", 0, 3)
     _log(study, "grpo", 0, "step 3\n")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpo_lambda import files\n"
-                               "with files.exclusive(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)",
-                               folder], stdout=subprocess.PIPE, text=True)
+    holder = _hold_lock(folder)
     try:
-        assert holder.stdout.readline().strip() == "held"
         cell = _by_name(grid_status(study, stale_minutes=30))["tiny/arith/grpo/seed0"]
         assert cell["state"] == "running"
     finally:
@@ -274,11 +280,8 @@ def test_a_killed_cell_exits_non_zero_naming_it(study, tmp_path):
     folder = _cell_folder(study, "grpo", 0)
     _train_log(study, "grpo", 0, 3)
     _log(study, "grpo", 0, "step 3\n")
-    holder = subprocess.Popen([sys.executable, "-c", "import sys, time\nfrom grpo_lambda import files\n"
-                               "with files.exclusive(sys.argv[1]):\n    print('held', flush=True)\n    time.sleep(60)",
-                               folder], stdout=subprocess.PIPE, text=True)
+    holder = _hold_lock(folder)
     try:
-        assert holder.stdout.readline().strip() == "held"
         assert _status_cli(study, tmp_path).returncode == 0  # running
     finally:
         holder.kill()
