@@ -21,7 +21,9 @@ pytestmark = pytest.mark.skipif(not (DOCS / "raw").is_dir(), reason=(
 
 # The README's sentences about the 2 x 2, each with the verdicts of the published tables it states.
 CLAIM = ("On this task GRPO-λ's lead is mostly its −0.1 advantage clamp: the clamp is ahead with the trace off\n"
-         "and on; with the clamp on, the trace's effect is equivalent to zero within ±0.05")
+         "and on; with the clamp on, the trace's effect is not resolved at 12 seeds")
+# Its TOST within ±0.05 holds, but the margin was set after the run: no claim of equivalence.
+POST_HOC = "It lies within ±0.05 by TOST, but that margin was set after the run, so this is\nno claim of equivalence"
 UNRESOLVED = "Without the clamp the trace is not resolved at 12 seeds, though ahead on arith-5 in the per-suite family"
 
 
@@ -49,11 +51,11 @@ def test_the_primary_family_is_the_four_simple_effects_on_the_mean_accuracy(effe
 def test_the_readme_says_what_the_simple_effects_and_tost_say(effects):
     """Each clause of the README's claim against the published verdicts: a change of either fails here."""
     readme = (REPO / "README.md").read_text()
-    assert CLAIM in readme and UNRESOLVED in readme
+    assert CLAIM in readme and UNRESOLVED in readme and POST_HOC in readme
     simple = effects.xs(("accuracy", "average"), level=("metric", "benchmark"))
     # "the clamp is ahead with the trace off and on"
     assert simple.loc["clamp with trace off", "verdict"] == simple.loc["clamp with trace on", "verdict"] == "ahead"
-    # "with the clamp on, the trace's effect is equivalent to zero within ±0.05": TOST, Holm, at the config's margin
+    # "with the clamp on ... not resolved at 12 seeds ... within ±0.05 by TOST" (a post-hoc margin): TOST, Holm
     assert CONFIG["report"]["equivalence_margin"]["accuracy"] == 0.05
     assert simple.loc["trace with clamp on", "verdict"] == "equivalent"
     # "mostly": the trace's simple effects are each smaller than the clamp's
