@@ -18,7 +18,7 @@ from grpo_lambda.tables.names import figure_names, table_names
 from grpo_lambda.config.report import report_options
 
 
-@pytest.mark.parametrize("columns", [2, 5, 14])
+@pytest.mark.parametrize("columns", [2, 6, 14])
 def test_a_horizon_holds_its_carry_free_share_and_its_carries_per_problem(columns):
     # 1000 problems: at 2 columns there are only 6,480 distinct training problems, and drawing half of
     # them without repeats shifts the shares (3000 draws: 0.31 carry-free, 0.91 carries a problem).
@@ -284,3 +284,61 @@ def test_a_synthetic_suite_takes_a_level_or_a_horizon_not_both(entry, message):
     with pytest.raises(ConfigError, match=message):
         validate(config)
     assert validate(yaml.safe_load(open("config/horizon.yaml")))["benchmarks"]["suite-h14"]["columns"] == 14
+
+
+def _summary(accuracy: float) -> dict:
+    return {"model": "tiny", "dataset": "arith-h13", "benchmark": "suite-h13", "n": 200, "accuracy": accuracy}
+
+
+def test_the_band_check_passes_a_horizon_inside_the_band_and_names_one_outside():
+    from grpo_lambda.tables.horizon import band_check
+    assert band_check(_summary(0.25), [0.25, 0.45])["in_band"] is True   # the bounds belong to the band
+    assert band_check(_summary(0.45), [0.25, 0.45])["accuracy"] == 0.45
+    for accuracy in (0.02, 0.451, 0.92):
+        with pytest.raises(ValueError, match=r"tiny/arith-h13: .* suite-h13 is .*outside report.horizon.band \[0.25, 0.45\]"):
+            band_check(_summary(accuracy), [0.25, 0.45])
+
+
+def test_check_band_exits_1_naming_the_horizon_and_writes_no_record_outside_the_band(tmp_path):
+    import json
+    import subprocess
+    import sys
+    for accuracy, status in ((0.02, 1), (0.33, 0)):
+        summary, record = tmp_path / f"{accuracy}.json", tmp_path / f"band-{accuracy}.json"
+        summary.write_text(json.dumps(_summary(accuracy)))
+        run = subprocess.run([sys.executable, "-m", "grpo_lambda.cli", "check-band", "--eval", str(summary),
+                              "--band", "0.25", "0.45", "--out", str(record)], capture_output=True, text=True)
+        assert run.returncode == status, run.stderr
+        assert record.exists() == (status == 0)
+        if status:
+            assert "tiny/arith-h13" in run.stderr and "0.020" in run.stderr and "Traceback" not in run.stderr
+        else:
+            assert json.loads(record.read_text())["accuracy"] == 0.33
+
+
+def _dry_run(tmp_path, config: dict) -> str:
+    import subprocess
+    import sys
+    from pathlib import Path
+    root = Path(__file__).resolve().parent.parent
+    tmp_path.mkdir()
+    (tmp_path / "study.yaml").write_text(yaml.safe_dump({**config, "results": str(tmp_path / "results")}))
+    run = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--directory",
+                          str(tmp_path), "--configfile", str(tmp_path / "study.yaml"), "-n"],
+                         capture_output=True, text=True, timeout=600)
+    assert run.returncode == 0, run.stdout + run.stderr
+    return run.stdout
+
+
+def test_a_banded_horizon_study_trains_a_horizon_only_after_its_band_check(tmp_path):
+    config = yaml.safe_load(open("config/horizon.yaml"))
+    plan = _dry_run(tmp_path / "banded", config)
+    trains = [block for block in plan.split("rule ")[1:] if block.startswith("train:")]
+    assert len(trains) == 2 * len(config["datasets"]) * len(config["seeds"])
+    for block in trains:
+        dataset = block.split("dataset=")[1].split(",")[0]
+        assert f"/{dataset}/sft/band.json" in block.split("output:")[0]
+    assert plan.count("rule check_band:") == len(config["datasets"])
+    del config["report"]["horizon"]["band"]
+    plan = _dry_run(tmp_path / "unbanded", config)
+    assert "check_band" not in plan and "band.json" not in plan

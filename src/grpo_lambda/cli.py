@@ -322,6 +322,26 @@ def cmd_spread(args) -> None:
     print("\n".join(write_table(table, args.out, "spread")))
 
 
+def cmd_check_band(args) -> None:
+    import json
+
+    from grpo_lambda import files
+    from grpo_lambda.tables.horizon import band_check
+
+    _require_files(eval=args.eval)
+    with open(args.eval) as handle:
+        summary = json.load(handle)
+    try:
+        record = band_check(summary, args.band)
+    except ValueError as error:
+        # Not a usage error: the study's data are fine, the horizon's difficulty is not (exit 1).
+        print(f"grpo-lambda check-band: {error}", file=sys.stderr)
+        raise SystemExit(1) from None
+    files.write_json(args.out, record)
+    print(f"{record['model']}/{record['dataset']}: SFT accuracy {record['accuracy']:.3f} on "
+          f"{record['benchmark']}, in the band {record['band']}")
+
+
 def _whole_number(minimum: int, meaning: str):
     def parse(text: str) -> int:
         try:
@@ -495,6 +515,17 @@ def parser() -> argparse.ArgumentParser:
                      help="the cell's folder: results/<model>/<dataset>/<variant>/seed<seed>")
     sub.add_argument("--seed", type=_non_negative_int, required=True, metavar="N", help="the cell's training seed")
     sub.add_argument("--out", required=True, metavar="FILE", help="the record to write (repo, commit), JSON")
+
+    sub = stages.add_parser(
+        "check-band", help="stop a horizon study whose SFT model lies outside its difficulty band",
+        description="Reads an SFT model's evaluation summary on its horizon's own suite and exits 1, naming the "
+                    "horizon, when its greedy accuracy lies outside the band (report.horizon.band); otherwise "
+                    "writes a record of the check. The horizon study's RL waits for it.")
+    sub.add_argument("--eval", required=True, metavar="FILE", help="the SFT model's summary on the suite (JSON)")
+    sub.add_argument("--band", required=True, nargs=2, type=float, metavar=("LOW", "HIGH"),
+                     help="the declared band of greedy accuracy")
+    sub.add_argument("--out", required=True, metavar="FILE", help="the record to write (JSON)")
+    sub.set_defaults(handler=cmd_check_band)
 
     sub = stages.add_parser(
         "spread", help="how the headline numbers vary across whole runs of one study (SFT seeds, machines)",

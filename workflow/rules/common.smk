@@ -8,6 +8,7 @@ from snakemake.exceptions import WorkflowError
 
 from grpo_lambda import launch, layout, prefetch
 from grpo_lambda import config as study
+from grpo_lambda.config.report import report_options
 from grpo_lambda.tables import names
 
 # The study as the CLI reads it (grpo_lambda.config.load): the config files read again by the project's
@@ -69,13 +70,14 @@ shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 G
              " GRPO_LAMBDA_JOB_HOST=$(hostname); ")
 
 # CPU-only rules run on the submitting machine, not as cluster jobs: downloads (prefetch, prepare_*),
-# the tiny model's build, tables and figures.
+# the tiny model's build, the horizon band check, tables and figures.
 localrules:
     prefetch,
     prepare_dataset,
     prepare_benchmark,
     prepare_sft_set,
     build_tiny,
+    check_band,
     aggregate,
     figures,
     all,
@@ -134,6 +136,19 @@ def launcher(w, resources):
     on_cpu = ["--mixed_precision", "no"] if gpus == 0 else []
     return [*server, "accelerate", "launch", "--config_file", accelerate_config,
             "--num_processes", str(processes), "--main_process_port", "0", *on_cpu, "-m", "grpo_lambda.cli"]
+
+
+# A horizon study with a declared difficulty band (report.horizon.band) checks each horizon's SFT model
+# against it before that horizon's RL (rule check_band).
+HORIZON = report_options(config)["horizon"]
+BANDED = HORIZON["chains"] if HORIZON and HORIZON["band"] else {}
+
+
+def band_check(w):
+    """The band check this cell's RL waits for, or nothing outside a banded horizon study."""
+    if w.dataset not in BANDED:
+        return []
+    return f"{RESULTS}/{layout.sft(w.model, w.dataset)}/band.json"
 
 
 def cell_dir(w):

@@ -4,6 +4,7 @@ rule train:
     input:
         sft=sft_model,
         data=f"{RESULTS}/data/{{dataset}}.jsonl",
+        band=band_check,
     output:
         model=directory(f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/model"),
         train_log=f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/train_log.csv",
@@ -28,3 +29,23 @@ rule train:
     shell:
         "{params.launch:q} train --settings {params.settings:q} --base {input.sft:q} --data {input.data:q}"
         " --cell {params.cell:q} --seed {wildcards.seed:q} --threads {threads:q} > {log:q} 2>&1"
+
+
+# A horizon's RL starts only once its SFT model's greedy accuracy on the horizon's own suite lies in the
+# declared band: outside it the horizon's effect would be measured at a floor or a ceiling.
+rule check_band:
+    input:
+        lambda w: f"{RESULTS}/{layout.sft_evaluation(w.model, w.dataset, BANDED[w.dataset], 'json')}",
+    output:
+        f"{RESULTS}/{layout.sft('{model}', '{dataset}')}/band.json",
+    params:
+        band=lambda w: " ".join(str(x) for x in HORIZON["band"]),
+    log:
+        f"{RESULTS}/logs/check_band/{{model}}/{{dataset}}.log",
+    threads: 1
+    resources:
+        mem_mb=1000,
+        runtime=5,
+        gpu=0,
+    shell:
+        "grpo-lambda check-band --eval {input:q} --band {params.band} --out {output:q} > {log:q} 2>&1"

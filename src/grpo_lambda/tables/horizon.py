@@ -77,6 +77,21 @@ def slope_weights(lengths: list[float]) -> np.ndarray:
     return centred / float((centred ** 2).sum())
 
 
+def band_check(summary: dict, band: list[float]) -> dict:
+    """Whether an SFT model's greedy accuracy on its horizon's suite (its evaluation summary) lies in the
+    declared band (``report.horizon.band``), as a record; a ValueError naming the horizon when it does
+    not: RL at that horizon would measure a floor or a ceiling, so the study stops before spending it."""
+    accuracy, (low, high) = float(summary["accuracy"]), band
+    where = f"{summary['model']}/{summary['dataset']}"
+    if not low <= accuracy <= high:
+        raise ValueError(f"{where}: the SFT model's greedy accuracy on {summary['benchmark']} is {accuracy:.3f}, "
+                         f"outside report.horizon.band [{low}, {high}]; an effect measured there would say nothing "
+                         "(a floor or a ceiling). Change this horizon's data (columns, carry_free_share, "
+                         "carry_error_rate) or the model, or remove report.horizon.band to train anyway.")
+    return {"model": summary["model"], "dataset": summary["dataset"], "benchmark": summary["benchmark"],
+            "n": summary["n"], "accuracy": accuracy, "band": [low, high], "in_band": True}
+
+
 def signal(logs: pd.DataFrame, model: str, dataset: str, variants: list[str]) -> tuple[float, float]:
     """(share of RL steps with some group whose rewards differ, mean share of such groups) over the
     runs of ``variants`` on ``dataset``; NaN without logs."""
