@@ -188,6 +188,30 @@ def test_holm_runs_over_the_horizons_of_a_pair_and_separately_over_the_trends(ta
     assert not np.isnan(h2["p_equivalence"])
 
 
+def test_an_exploratory_pair_s_trend_is_holm_corrected_outside_the_primary_family():
+    config = horizon_config()
+    config["report"]["horizon"]["pairs"]["mirror"] = {"treatment": "base", "baseline": "trace", "exploratory": True}
+    options = report_options(config)
+    frame = horizon_table(Cells(samples(), config, options), config, logs(), options)
+    trends = frame[frame["role"] == "trend"].set_index("pair")
+    # The mirror's slope is the primary pair's negated; each trend is a family of one, so Holm leaves its
+    # p as it is (in one family of two, the smaller p would double).
+    assert trends.loc["mirror", "estimate"] == pytest.approx(-trends.loc["trace, clamp on", "estimate"])
+    assert list(trends["p_holm"]) == pytest.approx(list(trends["p"]))
+    assert trends.loc["mirror", "verdict"] == "behind" and trends.loc["trace, clamp on", "verdict"] == "ahead"
+    config["report"]["horizon"]["pairs"]["mirror"]["exploratory"] = False
+    options = report_options(config)
+    trends = horizon_table(Cells(samples(), config, options), config, logs(), options)
+    trends = trends[trends["role"] == "trend"]
+    assert list(trends["p_holm"]) == pytest.approx(list(np.minimum(2 * trends["p"], 1)))
+    from grpo_lambda.tables import blocks
+    text = blocks._horizon_finding(config, frame, report_options(horizon_config() | {"report": {
+        **config["report"], "horizon": {**config["report"]["horizon"], "pairs": {
+            **config["report"]["horizon"]["pairs"], "mirror": {"treatment": "base", "baseline": "trace",
+                                                               "exploratory": True}}}}}))
+    assert text.count("- **") == 2 and ", exploratory)" in text and text.count("SFT models' greedy accuracy") == 1
+
+
 def test_a_missing_arm_leaves_its_horizon_and_the_trend_without_a_test():
     config = horizon_config()
     options = report_options(config)
@@ -231,6 +255,8 @@ def test_the_horizon_tables_and_figure_exist_only_for_a_horizon_study():
     (lambda h: h["chains"].update({"arith-h2": "nope"}), "not a benchmark"),
     (lambda h: h["pairs"].update({"x": {"treatment": "trace"}}), "pairs.x"),
     (lambda h: h["pairs"].update({"x": {"treatment": "trace", "baseline": "nope"}}), "pairs.x.baseline"),
+    (lambda h: h["pairs"]["trace, clamp on"].update({"exploratory": "yes"}), "exploratory must be true or false"),
+    (lambda h: h["pairs"]["trace, clamp on"].update({"exploratory": True}), "every pair is exploratory"),
     (lambda h: h["equivalence_margin"].update({"slope": -1}), "slope"),
     (lambda h: h.update({"chains": {"arith-h2": "suite-h2"}}), "at least two"),
 ])
@@ -244,7 +270,16 @@ def test_a_bad_horizon_design_is_refused_naming_the_key(change, message):
 def test_the_shipped_horizon_config_declares_its_primary_test_and_margins():
     config = yaml.safe_load(open("config/horizon.yaml"))
     design = report_options(config)["horizon"]
-    assert design["pairs"] == {"trace, clamp on": {"treatment": "recent-trace-0.99", "baseline": "grpo-clamp"}}
+    primary = {name: pair for name, pair in design["pairs"].items() if not pair["exploratory"]}
+    assert primary == {
+        "trace, clamp on": {"treatment": "recent-trace-0.99", "baseline": "grpo-clamp", "exploratory": False},
+        "trace, clamp off": {"treatment": "recent-trace-0.99-noclamp", "baseline": "grpo", "exploratory": False}}
+    # The two arms of each primary pair differ only in the trace; the clamp's own pairs are exploratory.
+    variants = config["variants"]
+    for pair in primary.values():
+        treatment, baseline = variants[pair["treatment"]], variants[pair["baseline"]]
+        assert treatment["objective"] == "grpo_lambda" and baseline["objective"] == "grpo"
+        assert (treatment.get("advantage_clamp", -0.1) is None) == (baseline.get("advantage_clamp") is None)
     assert set(design["equivalence_margin"]) == {"effect", "slope"}
     lengths = [chain_length(config["benchmarks"][b]) for b in design["chains"].values()]
     assert max(lengths) / min(lengths) >= 6.0
@@ -334,7 +369,7 @@ def test_a_banded_horizon_study_trains_a_horizon_only_after_its_band_check(tmp_p
     config = yaml.safe_load(open("config/horizon.yaml"))
     plan = _dry_run(tmp_path / "banded", config)
     trains = [block for block in plan.split("rule ")[1:] if block.startswith("train:")]
-    assert len(trains) == 2 * len(config["datasets"]) * len(config["seeds"])
+    assert len(trains) == len(config["variants"]) * len(config["datasets"]) * len(config["seeds"])
     for block in trains:
         dataset = block.split("dataset=")[1].split(",")[0]
         assert f"/{dataset}/sft/band.json" in block.split("output:")[0]

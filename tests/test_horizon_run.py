@@ -28,11 +28,15 @@ def table() -> pd.DataFrame:
 
 
 @pytest.mark.parametrize("page", ["README.md", "docs/horizon-run/README.md"])
-def test_the_finding_states_the_trend_s_verdict_and_no_other(table, page):
+def test_the_finding_states_each_pair_s_trend_verdict_and_no_other(table, page):
     text = finding(ROOT / page)
-    trend = table[table["role"] == "trend"].iloc[0]
-    assert WORDS[trend["verdict"]] in text
-    assert all(words not in text for verdict, words in WORDS.items() if verdict != trend["verdict"])
+    sentences = {line.split("**")[1]: line for line in text.splitlines() if line.startswith("- **")}
+    trends = table[table["role"] == "trend"]
+    assert set(sentences) == set(trends["pair"])
+    for _, trend in trends.iterrows():
+        sentence = sentences[trend["pair"]]
+        assert WORDS[trend["verdict"]] in sentence
+        assert all(words not in sentence for verdict, words in WORDS.items() if verdict != trend["verdict"])
 
 
 @pytest.mark.parametrize("page", ["README.md", "docs/horizon-run/README.md"])

@@ -282,12 +282,19 @@ def _horizon(config: dict, given) -> dict | None:
     if not pairs:
         raise ValueError("report.horizon.pairs must name at least one {treatment, baseline} pair")
     for name, pair in pairs.items():
-        if not isinstance(pair, dict) or set(pair) != {"treatment", "baseline"}:
-            raise ValueError(f"report.horizon.pairs.{name} must be {{treatment: VARIANT, baseline: VARIANT}}")
-        for role, variant in pair.items():
+        if not isinstance(pair, dict) or not {"treatment", "baseline"} <= set(pair) <= {"treatment", "baseline",
+                                                                                        "exploratory"}:
+            raise ValueError(f"report.horizon.pairs.{name} must be {{treatment: VARIANT, baseline: VARIANT}}, "
+                             "with exploratory: true for a pair outside the primary family")
+        if not isinstance(pair.get("exploratory", False), bool):
+            raise ValueError(f"report.horizon.pairs.{name}.exploratory must be true or false")
+        for role in ("treatment", "baseline"):
+            variant = pair[role]
             if variant not in config["variants"]:
                 raise ValueError(f"report.horizon.pairs.{name}.{role}: {variant!r} is not a variant "
                                  f"(known: {list(config['variants'])})")
+    if all(pair.get("exploratory", False) for pair in pairs.values()):
+        raise ValueError("report.horizon.pairs: every pair is exploratory; the primary test needs one that is not")
     margins = dict(given.get("equivalence_margin") or {})
     bad = sorted(set(margins) - set(HORIZON_MARGINS))
     if bad:
@@ -295,5 +302,6 @@ def _horizon(config: dict, given) -> dict | None:
     for key, value in margins.items():
         if not (isinstance(value, (int, float)) and value > 0):
             raise ValueError(f"report.horizon.equivalence_margin.{key} must be a positive number, got {value!r}")
-    return {"chains": dict(chains), "pairs": {k: dict(v) for k, v in pairs.items()}, "equivalence_margin": margins,
+    return {"chains": dict(chains), "pairs": {k: {"exploratory": False, **v} for k, v in pairs.items()},
+            "equivalence_margin": margins,
             "band": list(band) if band is not None else None}

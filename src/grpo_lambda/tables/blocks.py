@@ -472,8 +472,9 @@ TREND_WORDS = {AHEAD: "grows with the chain's length", BEHIND: "shrinks as the c
 
 
 def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) -> str:
-    """The trend's verdict and the per-horizon effects, as sentences: "grows" or "shrinks" only on a
-    resolved slope, "does not change" only on a TOST verdict, else "not resolved at N seeds"."""
+    """The trend's verdict and the per-horizon effects of each pair, as sentences: "grows" or "shrinks"
+    only on a resolved slope, "does not change" only on a TOST verdict, else "not resolved at N seeds";
+    then, once, whether the design's band held and how far each arm was from a floor or a ceiling."""
     if horizon is None or horizon.empty:
         return "No horizon study (report.horizon) in this run.\n"
     design = options["horizon"]
@@ -482,7 +483,8 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
         effects, trend = rows[rows["role"] == "effect"], rows[rows["role"] == "trend"].iloc[0]
         spec = design["pairs"][pair]
         seeds = int(effects["seeds"].min()) if effects["seeds"].notna().all() else 0
-        what = (f"{variant_label(config, spec['treatment'])} − {variant_label(config, spec['baseline'])}")
+        what = (f"{variant_label(config, spec['treatment'])} − {variant_label(config, spec['baseline'])}"
+                + (", exploratory" if spec.get("exploratory") else ""))
         verdict = trend["verdict"]
         slope = _interval(trend["estimate"], trend["estimate_low"], trend["estimate_high"], True)
         if verdict is None:
@@ -501,19 +503,20 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
                         f" ({r['verdict'] or '–'})" for _, r in effects.iterrows())
         sentences.append(f"- **{pair}** ({what}): the effect on held-out accuracy {words} (slope {slope} per unit "
                          f"ln(chain length) over {span}, Holm p {_p(trend['p_holm'])}{tost}). Per horizon: {per}.")
-        outside = effects[effects["in_band"] == False]  # noqa: E712 (None: no band declared)
-        if len(outside):
-            low, high = design["band"]
-            where = "; ".join(f"{int(r['columns'])} columns {_level(r['sft_accuracy'])}" for _, r in outside.iterrows())
-            sentences.append("  **The design's difficulty band did not hold**: the SFT model's greedy accuracy lies "
-                             "outside "
-                             f"the declared [{low:.2f}, {high:.2f}] at {where}. An effect at a floor or a ceiling says "
-                             "nothing, so the trend, which includes it, does not answer whether the trace's effect "
-                             "grows with the chain; only the horizons inside the band can be read.")
-        band = effects["sft_accuracy"]
-        sentences.append(f"  The SFT models' greedy accuracy on their own suite: {_level(band.min())} to "
-                         f"{_level(band.max())}; RL steps with signal: {_level(effects['steps_with_signal'].min())} to "
-                         f"{_level(effects['steps_with_signal'].max())}; the baseline's accuracy after RL: "
-                         f"{_level(effects['baseline_accuracy'].min())} to "
-                         f"{_level(effects['baseline_accuracy'].max())}.")
+    effects = horizon[horizon["role"] == "effect"]
+    horizons = effects.drop_duplicates("dataset")
+    outside = horizons[horizons["in_band"] == False]  # noqa: E712 (None: no band declared)
+    if len(outside):
+        low, high = design["band"]
+        where = "; ".join(f"{int(r['columns'])} columns {_level(r['sft_accuracy'])}" for _, r in outside.iterrows())
+        sentences.append("  **The design's difficulty band did not hold**: the SFT model's greedy accuracy lies "
+                         "outside "
+                         f"the declared [{low:.2f}, {high:.2f}] at {where}. An effect at a floor or a ceiling says "
+                         "nothing, so a trend that includes it does not answer whether the effect grows with the "
+                         "chain; only the horizons inside the band can be read.")
+    arms = pd.concat([effects["baseline_accuracy"], effects["treatment_accuracy"]])
+    sentences.append(f"  The SFT models' greedy accuracy on their own suite: {_level(horizons['sft_accuracy'].min())} to "
+                     f"{_level(horizons['sft_accuracy'].max())}; RL steps with signal: "
+                     f"{_level(effects['steps_with_signal'].min())} to {_level(effects['steps_with_signal'].max())}; "
+                     f"every arm's accuracy after RL: {_level(arms.min())} to {_level(arms.max())}.")
     return "\n".join(sentences) + "\n"

@@ -18,7 +18,8 @@ ln L_h,
 a linear combination of cell means like every other accuracy statistic, so its interval is
 grpo_lambda.stats.linear_interval's (paired by seed and problem within a horizon; the horizons'
 SFT models are independent strata). Families: the trends of the pairs are the primary family (Holm
-over the pairs); the per-horizon effects of one pair are a secondary family each. A margin of
+over the pairs), except those of pairs declared ``exploratory`` (the clamp's effect beside the trace's,
+say), which are a family of their own; the per-horizon effects of one pair are a family each. A margin of
 equivalence per statistic (``report.horizon.equivalence_margin``: ``effect``, ``slope``) makes a TOST
 verdict possible: "equivalent" is the only verdict that says an effect or a trend is absent.
 
@@ -174,8 +175,11 @@ def horizon_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
         effects = frame["role"] == EFFECT
         frame["in_band"] = frame["in_band"].astype(object)
         frame.loc[effects, "in_band"] = frame.loc[effects, "sft_accuracy"].between(band[0], band[1])
-    # Holm: the trends of all pairs are one family (the primary test), each pair's effects another.
-    frame["family"] = np.where(frame["role"] == TREND, TREND, frame["pair"])
+    # Holm: the trends of the primary pairs are one family (the primary test), the exploratory pairs' trends
+    # another, each pair's effects another.
+    exploratory = frame["pair"].map(lambda name: design["pairs"][name].get("exploratory", False))
+    frame["family"] = np.where(frame["role"] != TREND, frame["pair"],
+                               np.where(exploratory, "exploratory " + TREND, TREND))
     frame = add_verdicts(frame.drop(columns=["p_holm", "p_equivalence_holm", "verdict"]), "estimate",
                          ["model", "family"], level)
     return frame.drop(columns=["family"])[COLUMNS]
