@@ -1,5 +1,6 @@
 import os
 import shutil
+import subprocess
 import sys
 from pathlib import Path
 
@@ -12,6 +13,22 @@ E2E_CONFIG = ROOT / "tests" / "data" / "config-e2e.yaml"
 # Tests run the CLI as a user would; it must be the one of this interpreter's environment.
 os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+
+
+def snakemake(*args, workdir: Path | None = None, configfiles=(), targets=(), check: bool = True, timeout: int = 1800,
+              env: dict | None = None) -> subprocess.CompletedProcess:
+    """The project's Snakefile run as a user runs it, in ``workdir`` (the repository when None), with
+    ``configfiles`` and then ``args``. Targets come first: --configfile takes several values and would
+    swallow them. ``check``: a failure fails the test with the end of Snakemake's output."""
+    command = [sys.executable, "-m", "snakemake", *map(str, targets), "--snakefile", str(ROOT / "Snakefile")]
+    if workdir is not None:
+        command += ["--directory", str(workdir)]
+    if configfiles:
+        command += ["--configfile", *map(str, configfiles)]
+    result = subprocess.run([*command, *args], capture_output=True, text=True, cwd=ROOT, timeout=timeout, env=env)
+    if check:
+        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return result
 
 
 # ------------------------------------------------------------------------------------------------

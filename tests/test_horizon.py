@@ -352,17 +352,10 @@ def test_check_band_exits_1_naming_the_horizon_and_writes_no_record_outside_the_
 
 
 def _dry_run(tmp_path, config: dict) -> str:
-    import subprocess
-    import sys
-    from pathlib import Path
-    root = Path(__file__).resolve().parent.parent
+    from conftest import snakemake
     tmp_path.mkdir()
     (tmp_path / "study.yaml").write_text(yaml.safe_dump({**config, "results": str(tmp_path / "results")}))
-    run = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(root / "Snakefile"), "--directory",
-                          str(tmp_path), "--configfile", str(tmp_path / "study.yaml"), "-n"],
-                         capture_output=True, text=True, timeout=600)
-    assert run.returncode == 0, run.stdout + run.stderr
-    return run.stdout
+    return snakemake("-n", workdir=tmp_path, configfiles=[tmp_path / "study.yaml"], timeout=600).stdout
 
 
 def test_a_banded_horizon_study_trains_a_horizon_only_after_its_band_check(tmp_path):

@@ -4,13 +4,11 @@ model (two RL steps, a few problems)."""
 
 import csv
 import json
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 
-from conftest import ROOT, largest_weight_change
+from conftest import largest_weight_change, snakemake
 from grpo_lambda import files
 from grpo_lambda.data import arith
 
@@ -43,10 +41,8 @@ evaluation: {max_new_tokens: 48, batch_size: 16}
 """
 
 
-def snakemake(workdir, *args):
-    return subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory",
-                           str(workdir), "--configfile", str(workdir / "study.yaml"), *args],
-                          capture_output=True, text=True, timeout=1800)
+def study_snakemake(workdir, *args):
+    return snakemake(*args, workdir=workdir, configfiles=[workdir / "study.yaml"])
 
 
 @pytest.fixture(scope="module")
@@ -69,14 +65,12 @@ def study(tmp_path_factory):
 
 def test_the_study_plans_and_runs_from_the_yaml_mapping_alone(study):
     workdir, train, held_out = study
-    plan = snakemake(workdir, "-n", "--quiet", "rules")
-    assert plan.returncode == 0, plan.stderr[-3000:]
+    plan = study_snakemake(workdir, "-n", "--quiet", "rules")
     counts = {line.split()[0]: int(line.split()[1]) for line in plan.stdout.splitlines()
               if len(line.split()) == 2 and line.split()[1].isdigit()}
     assert (counts["prepare_dataset"], counts["prepare_benchmark"], counts["sft"], counts["train"]) == (1, 1, 1, 1)
 
-    run = snakemake(workdir, "--cores", "2")
-    assert run.returncode == 0, run.stdout[-3000:] + run.stderr[-3000:]
+    study_snakemake(workdir, "--cores", "2")
     results = workdir / "results"
 
     # The training set: every row by the mapping, the bad one skipped and counted.

@@ -9,14 +9,13 @@ import sys
 
 import pytest
 
-from conftest import ROOT
+from conftest import ROOT, snakemake
 from grpo_lambda import config as study
 
 
 def dry_run(*extra, env=None):
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--configfile", "config/paper.yaml", *extra],
-                            capture_output=True, text=True, cwd=ROOT, timeout=600, env=env)
-    assert result.returncode == 0, result.stderr[-3000:] + result.stdout[-3000:]
+    """The paper grid's plan; ``extra`` follows config/paper.yaml (an overlay config first, then flags)."""
+    result = snakemake(*extra, "-n", configfiles=["config/paper.yaml"], timeout=600, env=env)
     return result.stdout + result.stderr
 
 

@@ -5,14 +5,13 @@ import io
 import json
 import re
 import shutil
-import subprocess
-import sys
 
 import pandas as pd
 import pytest
 import yaml
 
 from conftest import E2E_CONFIG, ROOT, rl_learning_problems
+from conftest import snakemake as study_snakemake
 from grpo_lambda import files
 from grpo_lambda.grading import grade
 
@@ -20,13 +19,7 @@ pytestmark = pytest.mark.slow
 
 
 def snakemake(workdir, *args, targets=(), check=True):
-    # Targets first: --configfile and --quiet take several values and would swallow them.
-    result = subprocess.run([sys.executable, "-m", "snakemake", *targets, "--snakefile", str(ROOT / "Snakefile"),
-                             "--directory", str(workdir), "--configfile", str(E2E_CONFIG), *args],
-                            capture_output=True, text=True, timeout=1800)
-    if check:
-        assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
-    return result
+    return study_snakemake(*args, workdir=workdir, configfiles=[E2E_CONFIG], targets=targets, check=check)
 
 
 @pytest.fixture(scope="module")

@@ -7,7 +7,6 @@ import gzip
 import shutil
 import subprocess
 import sys
-from pathlib import Path
 
 import pandas as pd
 import pytest
