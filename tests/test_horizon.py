@@ -370,3 +370,23 @@ def test_a_banded_horizon_study_trains_a_horizon_only_after_its_band_check(tmp_p
     del config["report"]["horizon"]["band"]
     plan = _dry_run(tmp_path / "unbanded", config)
     assert "check_band" not in plan and "band.json" not in plan
+
+
+def test_the_lambda_config_is_the_horizon_study_s_longest_horizon_with_lambda_and_the_trace_form_varied(tmp_path):
+    horizon = yaml.safe_load(open("config/horizon.yaml"))
+    longest = yaml.safe_load(open("config/horizon-lambda.yaml"))
+    # The same data, suite, model, SFT and RL as the horizon study's 14 columns: its arms read beside that run.
+    assert longest["datasets"] == {"arith-h14": horizon["datasets"]["arith-h14"]}
+    assert longest["benchmarks"] == {"suite-h14": horizon["benchmarks"]["suite-h14"]}
+    for key in ("models", "sft", "rl", "seeds", "evaluation"):
+        assert longest[key] == horizon[key], key
+    assert longest["variants"]["grpo-clamp"] == horizon["variants"]["grpo-clamp"]
+    assert longest["variants"]["recent-trace-0.99"] == horizon["variants"]["recent-trace-0.99"]
+    traces = {name: v for name, v in longest["variants"].items() if v["objective"] == "grpo_lambda"}
+    assert sorted(v["lam"] for v in traces.values() if v["form"] == "relative") == [0.9, 0.99, 1.0]
+    assert [v["lam"] for v in traces.values() if v["form"] == "absolute"] == [0.99]
+    validated = report_options(longest)
+    assert validated["baseline"] == "grpo-clamp" and validated["primary"] == "paired"
+    plan = _dry_run(tmp_path / "lambda", longest)
+    trains = [block for block in plan.split("rule ")[1:] if block.startswith("train:")]
+    assert len(trains) == len(longest["variants"]) * len(longest["seeds"])
