@@ -504,7 +504,7 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
         sentences.append(f"- **{pair}** ({what}): the effect on held-out accuracy {words} (slope {slope} per unit "
                          f"ln(chain length) over {span}, Holm p {_p(trend['p_holm'])}{tost}). Per horizon: {per}.")
     effects = horizon[horizon["role"] == "effect"]
-    horizons = effects.drop_duplicates("dataset")
+    horizons = effects.drop_duplicates(["model", "dataset"])
     outside = horizons[horizons["in_band"] == False]  # noqa: E712 (None: no band declared)
     if len(outside):
         low, high = design["band"]
