@@ -514,9 +514,9 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
                          f"the declared [{low:.2f}, {high:.2f}] at {where}. An effect at a floor or a ceiling says "
                          "nothing, so a trend that includes it does not answer whether the effect grows with the "
                          "chain; only the horizons inside the band can be read.")
-    arms = pd.concat([effects["baseline_accuracy"], effects["treatment_accuracy"]])
-    sentences.append(f"  The SFT models' greedy accuracy on their own suite: {_level(horizons['sft_accuracy'].min())} to "
-                     f"{_level(horizons['sft_accuracy'].max())}; RL steps with signal: "
+    arms, sft = pd.concat([effects["baseline_accuracy"], effects["treatment_accuracy"]]), horizons["sft_accuracy"]
+    sentences.append(f"  The SFT models' greedy accuracy on their own suite: {_level(sft.min())} to "
+                     f"{_level(sft.max())}; RL steps with signal: "
                      f"{_level(effects['steps_with_signal'].min())} to {_level(effects['steps_with_signal'].max())}; "
                      f"every arm's accuracy after RL: {_level(arms.min())} to {_level(arms.max())}.")
     return "\n".join(sentences) + "\n"
