@@ -196,8 +196,11 @@ def test_ctrl_c_during_a_slow_check_leaves_a_partial_record_and_no_traceback(cli
     import time
 
     work = tmp_path / "work"
+    # Ctrl-C's default for the child: a suite started in the background (`cmd &` in a script) inherits SIGINT
+    # ignored, and a Python started so never raises KeyboardInterrupt.
     process = subprocess.Popen([cli, "preflight", "--cpu", "--skip", "all-reduce", "step-ratio", "--work", str(work)],
-                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
+                               cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True,
+                               preexec_fn=lambda: signal.signal(signal.SIGINT, signal.SIG_DFL))
     seen = []
     for line in process.stdout:  # wait until the study check has started its first stage
         seen.append(line)
