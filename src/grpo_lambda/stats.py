@@ -37,6 +37,17 @@ problems alone. A stratum whose spread is no larger than the seed × problem par
 variance estimated at or below zero, e.g. two arms whose seeds move them alike) is left out, the
 interaction then counted once through the other side: the truncated ANOVA estimator, V ≥ 0.
 
+Nested draws. A study with several SFT models per condition (``sft.seeds``) runs its RL seeds nested in
+them: seed s starts from one SFT model k(s), and what a reader wants to know is the method's effect over
+SFT models, not on the few it happened to get. The tables then give each RL row the cluster (stratum,
+k(s)) (``Term.clusters``) and the SFT model's own row the same cluster: R_g above is summed over the rows of
+a cluster, G_r counts the SFT models, and V is the cluster-robust variance at the top level of the
+nesting, which holds the RL seeds' spread within each SFT model as well as the SFT models' own (Cameron &
+Miller 2015, "A practitioner's guide to cluster-robust inference", §IV: cluster at the coarsest level).
+ν then comes from K − 1 per stratum: with three SFT models t_{0.975, 2} = 4.30, the honest price of
+asking about SFT models one has three of. Without ``sft.seeds`` every row is its own cluster and the
+intervals are conditional on the one SFT model per condition; the tables say so.
+
 The interval is θ̂ ± t_{ν}·√V with ν from Welch–Satterthwaite over the components (each seed stratum
 has G_r − 1 degrees of freedom, each benchmark H_b − 1, each block their product): ν ≈ S − 1 when the
 spread between seeds dominates (four seeds: t = 3.18, not 1.96), large when problems dominate. Why this
@@ -79,6 +90,12 @@ class Term:
     NaN = not evaluated. Columns of terms with the same ``problems`` key must be the same problems in the
     same order. ``rows`` names the seeds (default 0, 1, ...): a row is the same run in every term with
     the same ``seeds`` key and row name (paired), and independent of every other row.
+
+    ``clusters``, where set, names each row's draw one level up, as a (stratum, cluster) pair: the SFT
+    model an RL run started from, in a study with several SFT models per condition. Rows of one cluster
+    (in any term) are summed before the spread is taken, so the interval is over the clusters of each
+    stratum (the SFT models), which holds the spread of the RL seeds within them too (module docstring,
+    "Nested draws").
     """
 
     weight: float
@@ -86,6 +103,7 @@ class Term:
     seeds: Hashable
     problems: Hashable
     rows: tuple | None = field(default=None)
+    clusters: tuple | None = field(default=None)
 
 
 @dataclass(frozen=True)
@@ -196,6 +214,7 @@ def linear_interval(terms: Sequence[Term], level: float = 0.95) -> Interval:
     row_index: dict[tuple, int] = {}       # (seeds key, row name) -> global row
     column_index: dict[Hashable, int] = {}  # problems key -> first global column
     widths: dict[Hashable, int] = {}
+    cluster_of: dict[int, tuple] = {}       # global row -> (stratum, cluster): the draw it belongs to
     placed = []
     for term, matrix in zip(terms, matrices):
         names = tuple(range(matrix.shape[0])) if term.rows is None else tuple(term.rows)
@@ -206,7 +225,14 @@ def linear_interval(terms: Sequence[Term], level: float = 0.95) -> Interval:
                              f"({matrix.shape[1]} vs {widths[term.problems]})")
         if term.problems not in column_index:
             column_index[term.problems] = sum(widths.values()) - matrix.shape[1]
+        if term.clusters is not None and len(term.clusters) != len(names):
+            raise ValueError(f"clusters {term.clusters!r} do not name the {len(names)} rows of a term once each")
         rows = [row_index.setdefault((term.seeds, name), len(row_index)) for name in names]
+        for row, name, cluster in zip(rows, names, term.clusters or [None] * len(names)):
+            drawn = (term.seeds, ("row", name)) if cluster is None else tuple(cluster)
+            if cluster_of.setdefault(row, drawn) != drawn:
+                raise ValueError(f"row {name!r} of seeds key {term.seeds!r} is in two clusters: "
+                                 f"{cluster_of[row]!r} and {drawn!r}")
         placed.append((rows, column_index[term.problems]))
 
     n_rows, n_columns = len(row_index), sum(widths.values())
@@ -223,12 +249,18 @@ def linear_interval(terms: Sequence[Term], level: float = 0.95) -> Interval:
         scores[block] += np.where(observed, scale * matrix - scale * mean, 0.0)
     estimate = float(totals.sum())
 
-    row_keys = list(dict.fromkeys(key for key, _ in row_index))
-    row_strata = [np.array([row for (key, _), row in row_index.items() if key == k]) for k in row_keys]
+    # The rows' scores summed per cluster (a row that is its own cluster stays as it is); strata of clusters.
+    clusters = list(dict.fromkeys(cluster_of[row] for row in range(n_rows)))
+    cluster_index = {cluster: c for c, cluster in enumerate(clusters)}
+    summed = np.zeros((len(clusters), n_columns))
+    np.add.at(summed, [cluster_index[cluster_of[row]] for row in range(n_rows)], scores)
+    row_keys = list(dict.fromkeys(stratum for stratum, _ in clusters))
+    row_strata = [np.array([c for c, (stratum, _) in enumerate(clusters) if stratum == k]) for k in row_keys]
     column_strata = [np.arange(start, start + widths[key]) for key, start in column_index.items()]
     columns_of = list(column_index)
-    blocks = {(row_keys.index(term.seeds), columns_of.index(term.problems)) for term in terms}
-    components = _components(scores, row_strata, column_strata, blocks)
+    blocks = {(row_keys.index(cluster_of[row][0]), columns_of.index(term.problems))
+              for term, (rows, _) in zip(terms, placed) for row in rows}
+    components = _components(summed, row_strata, column_strata, blocks)
     return _t_from(estimate, sum(c * v for v, _, c in components), components, level)
 
 
