@@ -354,7 +354,18 @@ def _subset_means(values) -> np.ndarray:
     return np.sort(subsets @ np.asarray(values, dtype=float) / subsets.sum(axis=1))
 
 
-def seed_interval(values, level: float = 0.95, seeds=None) -> Interval:
+def cluster_means(values, seeds, clusters) -> tuple[np.ndarray, tuple]:
+    """Per-seed values averaged within their clusters (the SFT model each RL seed started from, in the order
+    clusters first appear; NaN values left out), and the clusters' names: the exchangeable units of a
+    nested design, whose seed-level test flips the SFT models' means, not the seeds'."""
+    values = np.asarray(values, dtype=float)
+    names = tuple(dict.fromkeys(c for c, v in zip(clusters, values) if not np.isnan(v)))
+    means = [float(np.mean([v for c, v in zip(clusters, values) if c == name and not np.isnan(v)]))
+             for name in names]
+    return np.array(means), names
+
+
+def seed_interval(values, level: float = 0.95, seeds=None, clusters=None) -> Interval:
     """The seed-level procedure: the mean of per-seed values (a run's AUC, a per-seed paired difference)
     with the interval of the exact paired sign-flip test inverted (Hartigan 1969: the 2^n − 1 subset
     means cut the line into 2^n pieces of equal chance under symmetry, so [m_(k), m_(2^n − k)] with
@@ -362,8 +373,12 @@ def seed_interval(values, level: float = 0.95, seeds=None) -> Interval:
     test's (:func:`sign_flip_p`), never below 2^(1−n). Where k = 0 (fewer than 6 seeds at 95%) no
     interval exists: low and high are ∓inf (the tables say "too few seeds"). Chosen over the t interval,
     a bootstrap and Hodges–Lehmann by simulation (docs/statistics.md, tests/test_seed_interval.py).
-    ``se`` and ``df`` are the t statistic's (s/√n, n − 1), for the MDE. ``seeds`` names the values."""
+    ``se`` and ``df`` are the t statistic's (s/√n, n − 1), for the MDE. ``seeds`` names the values.
+    ``clusters`` (one per value: the SFT model of each RL seed, in a nested design) makes the units the
+    clusters' means (:func:`cluster_means`), named by cluster."""
     _check_level(level)
+    if clusters is not None:
+        values, seeds = cluster_means(values, seeds, clusters)
     values = np.asarray(values, dtype=float)
     keep = ~np.isnan(values)
     names = None if seeds is None else tuple(s for s, k in zip(seeds, keep) if k)

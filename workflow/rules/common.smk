@@ -52,6 +52,7 @@ DATASETS = list(config["datasets"])
 BENCHMARKS = list(config["benchmarks"])
 VARIANTS = list(config["variants"])
 CELLS = study.rl_cells(config)
+SFT_SEEDS = study.sft_seeds(config) or [None]  # with sft.seeds, several SFT models per condition
 HUB_SOURCES = prefetch.hub_sources(config)
 
 # When jobs are about to run (not in a dry run, which plans the paper grid on a machine without vLLM): the
@@ -94,6 +95,7 @@ wildcard_constraints:
     benchmark=alternatives(BENCHMARKS),
     sft_set=alternatives([study.sft_set(config)["name"]]),
     seed=r"\d+",
+    sft_seed=r"\d+",
     step=r"final|\d+",
 
 
@@ -145,10 +147,10 @@ BANDED = HORIZON["chains"] if HORIZON and HORIZON["band"] else {}
 
 
 def band_check(w):
-    """The band check this cell's RL waits for, or nothing outside a banded horizon study."""
+    """The band check this cell's RL waits for (its own SFT model's), or nothing outside a banded horizon study."""
     if w.dataset not in BANDED:
         return []
-    return f"{RESULTS}/{layout.sft(w.model, w.dataset)}/band.json"
+    return f"{RESULTS}/{layout.sft(w.model, w.dataset, study.sft_seed_of(config, int(w.seed)))}/band.json"
 
 
 def cell_dir(w):
@@ -183,8 +185,11 @@ def base_model(w):
 
 
 def sft_model(w):
-    """The SFT model an RL cell starts from: the model's own for this training set, or the one it shares."""
-    return f"{RESULTS}/{study.sft_folder(config, w.model, w.dataset)}/model"
+    """The SFT model an RL cell starts from (the model's own for this training set, or the one it shares; with
+    sft.seeds, the one of the cell's block of seeds), or the SFT model an evaluation job evaluates."""
+    seed = int(w.seed) if "seed" in w.keys() else None
+    sft_seed = int(w.sft_seed) if "sft_seed" in w.keys() else None
+    return f"{RESULTS}/{study.sft_folder(config, w.model, w.dataset, seed, sft_seed)}/model"
 
 
 def sft_data(w):
@@ -215,9 +220,10 @@ def evaluated_checkpoint(w):
 
 def sft_eval_files(ext="json"):
     return [
-        f"{RESULTS}/{layout.sft_evaluation(model, dataset, benchmark, ext)}"
+        f"{RESULTS}/{layout.sft_evaluation(model, dataset, benchmark, ext, sft_seed)}"
         for model in MODELS
         for dataset in study.model_datasets(config, model)
+        for sft_seed in SFT_SEEDS
         for benchmark in BENCHMARKS
     ]
 
@@ -261,8 +267,8 @@ def final_targets():
     when a target needs it: with the SFT models, training logs and evaluations among the targets, a
     stage whose forced job failed (Snakemake deletes its outputs before the job) is run again by the
     next run, with what depends on it, instead of "Nothing to be done" over tables of a deleted model."""
-    sft_models = sorted({f"{RESULTS}/{study.sft_folder(config, model, dataset)}/model" for model in MODELS
-                         for dataset in study.model_datasets(config, model)})
+    sft_models = sorted({f"{RESULTS}/{study.sft_folder(config, model, dataset, seed)}/model" for model in MODELS
+                         for dataset in study.model_datasets(config, model) for seed in config["seeds"]})
     return (rules.aggregate.output + rules.figures.output + sft_models + train_logs() + rl_eval_files()
             + sft_eval_files())
 

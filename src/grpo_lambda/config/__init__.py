@@ -27,7 +27,7 @@ from grpo_lambda.config.loading import (coerce_override, load, load_naming_sourc
 from grpo_lambda.config.schema import ConfigError, load_schema
 from grpo_lambda.config.settings import (SELF_DISTILL_DEFAULTS, TRL_MAX_COMPLETION_LENGTH, looks_local,
                                          model_checkpoints, model_datasets, model_variants, rl_cells, rl_settings, sft_folder,
-                                         sft_is_shared, sft_set, sft_settings, sft_uses_self_distillation,
+                                         sft_is_shared, sft_seed_of, sft_seeds, sft_set, sft_settings, sft_uses_self_distillation,
                                          stage_settings)
 from grpo_lambda.config.trl_fields import trl_config_fields, trl_type_error
 from grpo_lambda.config.validation import check_environment, validate
@@ -35,5 +35,5 @@ from grpo_lambda.config.validation import check_environment, validate
 __all__ = ["ConfigError", "SELF_DISTILL_DEFAULTS", "TRL_MAX_COMPLETION_LENGTH", "check_environment", "coerce_override",
            "load", "load_naming_source", "load_schema", "looks_local", "merge", "model_checkpoints", "model_datasets", "model_variants",
            "override_value", "parse_override", "read_yaml", "rl_cells", "rl_settings", "sft_folder", "sft_is_shared",
-           "sft_set", "sft_settings", "sft_uses_self_distillation", "stage_settings", "trl_config_fields",
+           "sft_seed_of", "sft_seeds", "sft_set", "sft_settings", "sft_uses_self_distillation", "stage_settings", "trl_config_fields",
            "trl_type_error", "validate"]

@@ -260,6 +260,22 @@ def _check_report(config: dict, source: str) -> None:
         raise ConfigError(f"{source}: {error}") from None
 
 
+def _check_sft_seeds(config: dict, source: str) -> None:
+    """sft.seeds: the study's, nesting the RL seeds in equal blocks, one block per SFT model."""
+    for model, spec in config["models"].items():
+        if "seeds" in spec.get("sft", {}):
+            raise ConfigError(f"{source}: models.{model}.sft.seeds: several SFT models are the study's choice; "
+                              "set sft.seeds at the top level")
+    drawn = config.get("sft", {}).get("seeds")
+    if drawn is None:
+        return
+    if "seed" in config["sft"]:
+        raise ConfigError(f"{source}: sft.seed and sft.seeds: give one SFT seed (sft.seed) or several (sft.seeds)")
+    if len(config["seeds"]) % len(drawn):
+        raise ConfigError(f"{source}: seeds: {len(config['seeds'])} RL seeds cannot be split equally among the "
+                          f"{len(drawn)} SFT models of sft.seeds {drawn}; give a multiple of {len(drawn)}")
+
+
 def _each_model(*checks):
     """Checks of one model's settings, ``(config, model, source)``, run model by model: all of one model's
     checks before the next model's."""
@@ -276,6 +292,7 @@ def _each_model(*checks):
 # and its place in this list.
 CHECKS = [
     _check_values,
+    _check_sft_seeds,
     _check_references,
     _check_data_names,
     _check_data_sources,

@@ -34,7 +34,7 @@ import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
 from grpo_lambda.stats import seed_interval
-from grpo_lambda.tables.cells import Cells, interval_columns, scaled, targets
+from grpo_lambda.tables.cells import Cells, interval_columns, scaled, seed_clusters, targets
 from grpo_lambda.tables.keys import AVERAGE, FINAL
 from grpo_lambda.tables.learning_speed import run_statistics
 from grpo_lambda.tables.paired import seed_count
@@ -110,7 +110,7 @@ def factorial_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dic
             shared = sorted(set.intersection(*(set(per_variant[v][0]) for v in design["cells"].values())))
             for effect, kind, contrast, weights in effects:
                 per_seed = sum(w * _auc_of(per_variant[v], shared) for v, w in weights.items())
-                interval = seed_interval(per_seed, level, shared)
+                interval = seed_interval(per_seed, level, shared, seed_clusters(config, shared))
                 role, family = family_of(REWARD_AUC, "", kind, options["primary"])
                 rows.append({"model": model, "dataset": dataset, "metric": REWARD_AUC, "benchmark": "",
                              "effect": effect, "kind": kind, "contrast": contrast,

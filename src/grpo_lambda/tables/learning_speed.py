@@ -33,7 +33,7 @@ import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
 from grpo_lambda.stats import Interval, seed_interval, smooth, smoothing_weight, t_interval
-from grpo_lambda.tables.cells import interval_columns
+from grpo_lambda.tables.cells import interval_columns, seed_clusters
 from grpo_lambda.tables.labels import method_variants, objective, variant_label
 from grpo_lambda.tables.verdicts import (CHECK, EXPLORATORY, add_verdicts, comparison_columns, per_seed_text,
                                          seed_values_text)
@@ -128,7 +128,7 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
                    "reached": f"{int(np.sum(first <= last))}/{len(seeds)}"}
             auc_gap = steps_gap = None
             if variant != baseline and baseline in per_variant:
-                auc_gap, steps_gap = paired_gaps(seeds, (auc, first), per_variant[baseline], level)
+                auc_gap, steps_gap = paired_gaps(seeds, (auc, first), per_variant[baseline], level, config)
             row.update(interval_columns("auc_vs_baseline", auc_gap))
             row["auc_distinguishable"] = auc_gap.excludes(0.0) if auc_gap else np.nan
             row.update(interval_columns("steps_vs_baseline", steps_gap))
@@ -148,12 +148,16 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
                         lower_is_better=True)
 
 
-def paired_gaps(seeds: list[int], values: tuple[np.ndarray, ...], base: tuple, level: float) -> list[Interval | None]:
-    """Per statistic, the t interval of the per-seed differences with the baseline over the seeds both
-    have (None when they share none)."""
+def paired_gaps(seeds: list[int], values: tuple[np.ndarray, ...], base: tuple, level: float,
+                config: dict | None = None) -> list[Interval | None]:
+    """Per statistic, the seed-level interval of the per-seed differences with the baseline over the seeds
+    both have (None when they share none); with several SFT models per condition, over the SFT models'
+    mean differences."""
     base_seeds, *base_values = base
     shared = [s for s in seeds if s in base_seeds]
     if not shared:
         return [None] * len(values)
     mine, theirs = [seeds.index(s) for s in shared], [base_seeds.index(s) for s in shared]
-    return [seed_interval(own[mine] - other[theirs], level, shared) for own, other in zip(values, base_values)]
+    clusters = seed_clusters(config, shared) if config is not None else None
+    return [seed_interval(own[mine] - other[theirs], level, shared, clusters)
+            for own, other in zip(values, base_values)]
