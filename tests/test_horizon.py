@@ -12,7 +12,8 @@ import yaml
 
 from grpo_lambda.data import arith
 from grpo_lambda.tables.cells import Cells
-from grpo_lambda.tables.horizon import chain_length, horizon_errors_table, horizon_table, slope_weights
+from grpo_lambda.tables.horizon import (chain_length, curvature_weights, horizon_errors_table, horizon_table,
+                                        slope_weights)
 from grpo_lambda.tables.keys import KEYS
 from grpo_lambda.tables.names import figure_names, table_names
 from grpo_lambda.config.report import report_options
@@ -389,3 +390,32 @@ def test_the_lambda_config_is_the_horizon_study_s_longest_horizon_with_lambda_an
     plan = _dry_run(tmp_path / "lambda", longest)
     trains = [block for block in plan.split("rule ")[1:] if block.startswith("train:")]
     assert len(trains) == len(longest["variants"]) * len(longest["seeds"])
+
+
+def test_the_curvature_weights_give_the_quadratic_coefficient_and_ignore_a_straight_line():
+    lengths = [41.0, 55.0, 70.0, 100.0]
+    x = np.log(lengths)
+    q = curvature_weights(lengths)
+    assert float(q @ (0.3 - 0.05 * x)) == pytest.approx(0.0, abs=1e-10)  # a straight line in ln length: none
+    y = np.array([0.06, 0.01, 0.0, 0.002])  # a step between the first two horizons
+    assert float(q @ y) == pytest.approx(np.polyfit(x, y, 2)[0], abs=1e-10)
+
+
+def test_a_declared_curvature_is_tested_in_the_trend_s_family():
+    config = horizon_config()
+    config["report"]["horizon"]["curvature"] = True
+    options = report_options(config)
+    frame = horizon_table(Cells(samples(), config, options), config, logs(), options)
+    bend, trend = (frame[frame["role"] == role].iloc[0] for role in ("curvature", "trend"))
+    effects = frame[frame["role"] == "effect"]
+    expected = np.polyfit(np.log(effects["chain_length"].to_numpy()), effects["estimate"].to_numpy(), 2)[0]
+    assert bend["estimate"] == pytest.approx(expected, abs=1e-10)
+    # Holm over the two: the smaller p is doubled, and the trend's adjusted p is at least its own p doubled
+    # or the curvature's, whichever the step-down gives.
+    ps = sorted([bend["p"], trend["p"]])
+    adjusted = sorted([bend["p_holm"], trend["p_holm"]])
+    assert adjusted[0] == pytest.approx(min(1.0, 2 * ps[0]))
+    assert adjusted[1] == pytest.approx(max(adjusted[0], ps[1]))
+    config["report"]["horizon"]["chains"] = dict(list(config["report"]["horizon"]["chains"].items())[:2])
+    with pytest.raises(ValueError, match="curvature needs at least three horizons"):
+        report_options(config)

@@ -259,9 +259,12 @@ def _horizon(config: dict, given) -> dict | None:
         return None
     if not isinstance(given, dict):
         raise ValueError("report.horizon must be a mapping with chains and pairs")
-    unknown = sorted(set(given) - {"chains", "pairs", "equivalence_margin", "band"})
+    unknown = sorted(set(given) - {"chains", "pairs", "equivalence_margin", "band", "curvature"})
     if unknown:
-        raise ValueError(f"report.horizon: unknown key(s) {unknown}; known: chains, pairs, equivalence_margin, band")
+        raise ValueError(f"report.horizon: unknown key(s) {unknown}; known: chains, pairs, equivalence_margin, band, "
+                         "curvature")
+    if not isinstance(given.get("curvature", False), bool):
+        raise ValueError(f"report.horizon.curvature must be true or false, got {given['curvature']!r}")
     band = given.get("band")
     if band is not None and not (isinstance(band, list) and len(band) == 2
                                  and all(isinstance(x, (int, float)) for x in band) and 0 <= band[0] < band[1] <= 1):
@@ -269,6 +272,8 @@ def _horizon(config: dict, given) -> dict | None:
     chains, pairs = given.get("chains") or {}, given.get("pairs") or {}
     if len(chains) < 2:
         raise ValueError("report.horizon.chains must map at least two training sets to their held-out suites")
+    if given.get("curvature") and len(chains) < 3:
+        raise ValueError("report.horizon.curvature needs at least three horizons (report.horizon.chains)")
     for dataset, benchmark in chains.items():
         if dataset not in config["datasets"]:
             raise ValueError(f"report.horizon.chains: {dataset!r} is not a training set "
@@ -304,4 +309,4 @@ def _horizon(config: dict, given) -> dict | None:
             raise ValueError(f"report.horizon.equivalence_margin.{key} must be a positive number, got {value!r}")
     return {"chains": dict(chains), "pairs": {k: {"exploratory": False, **v} for k, v in pairs.items()},
             "equivalence_margin": margins,
-            "band": list(band) if band is not None else None}
+            "band": list(band) if band is not None else None, "curvature": bool(given.get("curvature", False))}
