@@ -156,7 +156,12 @@ def test_the_seeds_papers_and_the_no_sft_run_plan_with_their_settings(configs):
     trained = [line for line in lines if "grpo-lambda train --settings" in line]
     evaluated = [line for line in lines if "grpo-lambda evaluate --settings" in line]
     assert len(trained) == cells
-    if configs[0] == "config/strace-paper.yaml":  # their masking on the S-trace cells only
+    if configs[0] == "config/strace-paper.yaml":  # one length for Qwen3's thinking, the 8B row's included
+        assert all('"max_completion_length": 8192' in line for line in trained), trained[:1]
+        assert sum('"per_device_train_batch_size": 1, ' in line and '"steps_per_generation": 64' in line
+                   for line in trained) == 4
+        assert all('"max_new_tokens": 32768' in line for line in evaluated), evaluated[:1]
+        # their masking on the S-trace cells only
         trained = [line for line in trained if '"objective": "strace"' in line]
         assert len(trained) == 3
     assert all(train_needle in line for line in trained), trained[:1]
