@@ -166,8 +166,9 @@ def test_the_seeds_papers_and_the_no_sft_run_plan_with_their_settings(configs):
         assert len(trained) == 3
     assert all(train_needle in line for line in trained), trained[:1]
     assert evaluated and all(evaluate_needle in line for line in evaluated), evaluated[:1]
-    if configs[0] == "config/oar-paper.yaml":  # the authors' P_final on both OAR cells
+    if configs[0] == "config/oar-paper.yaml":  # the authors' P_final on both OAR cells; their loss has no KL term
         assert sum('"oar_pfinal": "reference"' in line for line in trained) == 2
+        assert all('"beta": 0.0' in line and '"steps_per_generation": 1' in line for line in trained)
     if configs[-1] == "config/sft/no-sft.yaml":
         sft = [line for line in lines if "grpo-lambda sft --settings" in line]
         assert sft and all('"num_train_epochs": 0' in line for line in sft)
