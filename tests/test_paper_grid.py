@@ -142,7 +142,7 @@ OWN_CONFIGS = {
     ("config/strace-paper.yaml",): (12, '"strace_quantile": 0.8', '"samples": 16'),
     ("config/oar-paper.yaml",): (3, '"loss_type": "grpo"', '"max_new_tokens": 3000'),  # and oar_pfinal below
     ("config/paper.yaml", "config/sft/think-answer.yaml", "config/sft/no-sft.yaml"): (
-        92, '{"name": "think_format", "weight": 1.0}', '"max_new_tokens": 3000'),
+        36, '{"name": "think_format", "weight": 1.0}', '"max_new_tokens": 3000'),  # §4.2's model alone
 }
 
 
@@ -172,3 +172,4 @@ def test_the_seeds_papers_and_the_no_sft_run_plan_with_their_settings(configs):
     if configs[-1] == "config/sft/no-sft.yaml":
         sft = [line for line in lines if "grpo-lambda sft --settings" in line]
         assert sft and all('"num_train_epochs": 0' in line for line in sft)
+        assert all('"source": "Qwen/Qwen2.5-Math-1.5B-Instruct"' in line for line in trained + sft)
