@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import logging
 
+from grpo_lambda.config.history import history
+
 log = logging.getLogger(__name__)
 
 # What a problem's value is, per report.metric: the greedy completion's verdict (the paper's protocol),
@@ -33,6 +35,7 @@ REPORT_DEFAULTS = {
     "primary": "paired",
     "checks": [],
     "horizon": None,
+    "history": None,
 }
 # Options of the bootstrap the intervals once were; accepted so that older configs still run, and unused.
 RETIRED = ("bootstrap", "seed")
@@ -83,6 +86,7 @@ def report_options(config: dict) -> dict:
     options["checks"] = _checks(config, options["checks"], options["baseline"])
     options["primary"] = _primary(options["primary"], options["factorial"])
     options["horizon"] = _horizon(config, options["horizon"])
+    options["history"] = history(config, options["history"])
     return options
 
 
