@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import logging
 
+from grpo_lambda.config.control import control
 from grpo_lambda.config.history import history
 
 log = logging.getLogger(__name__)
@@ -36,6 +37,7 @@ REPORT_DEFAULTS = {
     "checks": [],
     "horizon": None,
     "history": None,
+    "control": None,
 }
 # Options of the bootstrap the intervals once were; accepted so that older configs still run, and unused.
 RETIRED = ("bootstrap", "seed")
@@ -87,6 +89,7 @@ def report_options(config: dict) -> dict:
     options["primary"] = _primary(options["primary"], options["factorial"])
     options["horizon"] = _horizon(config, options["horizon"])
     options["history"] = history(config, options["history"])
+    options["control"] = control(config, options["control"])
     return options
 
 

@@ -27,6 +27,8 @@ to one folder:
                         its own suite and its trend with ln(chain length), the primary test
 ``horizon_errors``      a horizon study's: per chain length and arm, where the greedy chains first go
                         wrong (a carry, or elsewhere) and where the first carry error sits
+``control``             a control study's (``report.control``): a pair's effect on each training set's own
+                        suite against the direction declared before the run, and the contrast of the two
 ``diagnostics``         per variant, clip fractions, entropy, KL, groups without signal, DAPO's dropped
                         groups: mean over steps, t interval over seeds
 ``final_reward``        per run, the mean training reward of its last ``report.final_window`` steps
@@ -126,6 +128,7 @@ the config's checks read them before any job, so they live below both)
 ``learning_speed`` ``learning_speed_table``, ``run_statistics``
 ``factorial``   ``factorial_table``
 ``horizon``     ``horizon_table``, ``horizon_errors_table``, ``collect_first_errors``
+``control``     ``control_table``
 ``diagnostics`` ``diagnostics_table``
 ``training``    ``final_reward_table``, ``training_curves_table``, ``training_gain_table``
 ``names``       the ordered names of the tables and figures (``table_names``, ``figure_names``), read by

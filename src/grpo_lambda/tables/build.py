@@ -10,6 +10,7 @@ import pandas as pd
 from grpo_lambda.tables.appendix_e import appendix_e, appendix_e_published
 from grpo_lambda.tables.cells import Cells
 from grpo_lambda.tables.collect import load_published, missing_cells, summarise
+from grpo_lambda.tables.control import control_table
 from grpo_lambda.tables.dataset_gain import dataset_gain_table
 from grpo_lambda.tables.diagnostics import diagnostics_table
 from grpo_lambda.tables.factorial import factorial_table
@@ -67,5 +68,6 @@ def tables_from(config: dict, data: RunData) -> dict[str, pd.DataFrame]:
         "missing": lambda: missing_cells(summary, config),
         "horizon": lambda: horizon_table(cells, config, data.logs, options),
         "horizon_errors": lambda: horizon_errors_table(data.errors, config, options),
+        "control": lambda: control_table(cells, config, data.logs, options),
     }
     return {name: builders[template](**fields) for name, template, fields in expand(TABLES, config)}
