@@ -8,11 +8,14 @@ import re
 from pathlib import Path
 
 import matplotlib.colors as mcolors
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
 
 from grpo_lambda import figures, stats
+from grpo_lambda.config import model_variants
+from grpo_lambda.figures.trace_weights import FIGURE2_TOKENS
 from grpo_lambda.tables import names, training, write
 from grpo_lambda.tables.collect import collect_train_logs
 from grpo_lambda.tables.labels import method_label, variant_label
@@ -183,7 +186,7 @@ def test_curves_are_drawn_in_their_variant_colour(tree):
     assert set(drawn) == set(labels)
     for label, colour in drawn.items():
         assert mcolors.same_color(colour, figures.variant_colour(config, labels[label]))
-    figures.plt.close(fig)
+    plt.close(fig)
 
 
 def test_figure4_shows_grpo_and_the_lambda_099_trace_not_the_best(tree):
@@ -196,10 +199,10 @@ def test_figure4_shows_grpo_and_the_lambda_099_trace_not_the_best(tree):
     final = training.final_reward_table(config, logs, options["final_window"])
     fig = figures.figure4(config, curves, final, options)
     assert [line.get_label() for line in fig.axes[0].get_lines()] == ["GRPO", "recent/trace/0.99"]
-    figures.plt.close(fig)
+    plt.close(fig)
     fig = figures.figure4(config, curves, final, {**options, "figure4_variant": "best"})
     assert [line.get_label() for line in fig.axes[0].get_lines()] == ["GRPO", "both/weight/0.99"]
-    figures.plt.close(fig)
+    plt.close(fig)
 
 
 def test_reward_curves_compare_every_variant_of_the_model(tree):
@@ -209,8 +212,8 @@ def test_reward_curves_compare_every_variant_of_the_model(tree):
                                                                                options), options)
     labels = {line.get_label() for line in fig.axes[0].get_lines()}
     model = next(iter(config["models"]))
-    assert labels == {variant_label(config, v) for v in figures.model_variants(config, model)} - {"SFT"}
-    figures.plt.close(fig)
+    assert labels == {variant_label(config, v) for v in model_variants(config, model)} - {"SFT"}
+    plt.close(fig)
 
 
 def test_final_reward_averages_the_last_window_of_steps(tree):
@@ -328,7 +331,7 @@ def test_embedded_layout_end_to_end(tmp_path):
 
 def _draw(fig) -> dict:
     data = figures.figure_data(fig)
-    figures.plt.close(fig)
+    plt.close(fig)
     return data
 
 
@@ -409,7 +412,7 @@ def test_figure2_draws_trace_matrix_for_every_style_and_form():
         assert figures.trace_settings(config, options)[1:] == (40, 40)
     config["rl"]["trl"] = {"trace_length": 300}
     lam, n, tokens = figures.trace_settings(config, options)
-    assert (n, tokens) == (300, figures.FIGURE2_TOKENS)
+    assert (n, tokens) == (300, FIGURE2_TOKENS)
     drawn = _draw(figures.figure2(config, options))
     panels = {panel["title"]: panel for panel in drawn["panels"]}
     for style in STYLES:
@@ -461,7 +464,7 @@ def test_appendix_c_splits_the_reward_and_kl_curves_by_lambda(tree, tables_dir):
 def test_many_variants_make_small_multiples_with_one_legend(tree, tables_dir, monkeypatch):
     root, config = tree
     options = report_options(config)
-    monkeypatch.setattr(figures, "CURVES_PER_PANEL", 2)
+    monkeypatch.setattr("grpo_lambda.figures.curves.CURVES_PER_PANEL", 2)
     drawn = _draw(figures.reward_curves_figure(config, figures.read_table(tables_dir, "training_curves"), options))
     row = [panel for panel in drawn["panels"] if panel["title"].startswith("qwen15 / math12k")]
     assert [panel["title"] for panel in row] == ["qwen15 / math12k (1/2)", "qwen15 / math12k (2/2)"]
