@@ -251,33 +251,54 @@ def test_seed_band_spans_the_seeds():
     assert np.allclose(curve["mean"], [0.2, 0.3, 0.4, 0.5])
 
 
-@pytest.mark.parametrize("caption", ["tables", "figures", "published"])
+CAPTIONS = sorted(path.relative_to(REPO / "workflow" / "report").as_posix()
+                  for path in (REPO / "workflow" / "report").rglob("*.rst"))
+
+
+def test_every_figure_has_its_caption():
+    """One caption per figure (a per-model figure's for all models): the file the figures rule names."""
+    templates = {template.replace("_{model}", "") for template in names.FIGURES}
+    assert {f"figures/{template}.rst" for template in templates} == {c for c in CAPTIONS if c.startswith("figures/")}
+
+
+@pytest.mark.parametrize("caption", CAPTIONS)
 @pytest.mark.parametrize("config_kind", ["synthetic", "embedded"])
 def test_captions_render_as_clean_restructuredtext(caption, config_kind):
-    """Snakemake renders a caption with Jinja2 (trim_blocks, lstrip_blocks), then docutils."""
+    """Snakemake renders a caption with Jinja2 (trim_blocks, lstrip_blocks), then docutils; a figure's
+    caption says what its bars or bands are over, with the counts the figures rule passes (params.counts)."""
     jinja2 = pytest.importorskip("jinja2")
     docutils_core = pytest.importorskip("docutils.core")
     yaml = pytest.importorskip("yaml")
+    from grpo_lambda import config as study
+    from grpo_lambda.captions import caption_counts
+
     if config_kind == "synthetic":
         config = make_config()
     else:
-        config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+        config = study.validate(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
 
     class Snakemake:  # the part of Snakemake's caption context the captions use
         pass
     snakemake = Snakemake()
     snakemake.config = config
-    template = (REPO / "workflow" / "report" / f"{caption}.rst").read_text()
-    text = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(template).render(snakemake=snakemake)
+    snakemake.params = {"counts": caption_counts(config)}
+    template = (REPO / "workflow" / "report" / caption).read_text()
+    text = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(template).render(
+        snakemake=snakemake, files=[], categories={})
     warnings = io.StringIO()
     html = docutils_core.publish_parts(text, writer="html",
                                        settings_overrides={"warning_stream": warnings, "report_level": 2})["body"]
     assert warnings.getvalue() == ""
     # docutils splits literals at hyphens into <span>s: compare the text of the list items.
     items = [re.sub(r"<[^>]+>", "", item) for item in re.findall(r"<li>(.*?)</li>", html, flags=re.S)]
-    for variant in config["variants"]:
-        if caption != "published":
+    if caption == "tables.rst":
+        for variant in config["variants"]:
             assert any(item.strip().startswith(f"{variant}:") for item in items), variant
+    plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+    if caption.startswith("figures/") and caption != "figures/figure2.rst":  # Figure 2 needs no run
+        assert f"{len(config['seeds'])} RL seeds ({', '.join(map(str, config['seeds']))})" in plain, plain
+    if caption in ("figures/figure1.rst", "figures/checkpoints.rst", "figures/eval_length.rst"):
+        assert snakemake.params["counts"]["problems"] in plain and "problem" in plain, plain
 
 
 def test_auto_smoothing_widens_with_the_run():
