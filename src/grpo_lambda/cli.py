@@ -305,6 +305,15 @@ def cmd_figures(args) -> None:
         raise UsageError(str(error)) from None
 
 
+def cmd_headline(args) -> None:
+    from grpo_lambda import headline
+
+    try:
+        print(headline.main(_study(args), args.tables, args.figures, args.out))
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
+
+
 def cmd_spread(args) -> None:
     from grpo_lambda import spread
     from grpo_lambda.tables.write import write_table
@@ -508,6 +517,12 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--tables", default="results/tables", metavar="DIR",
                      help="the folder aggregate wrote its tables to (default: %(default)s)")
     sub.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
+
+    sub = stage("headline", cmd_headline, "the report's first screen (Table 1, the primary verdicts, Figure 1) "
+                "from the tables and figures", reads="study")
+    sub.add_argument("--tables", default="results/tables", metavar="DIR", help="the tables (default: %(default)s)")
+    sub.add_argument("--figures", default="results/figures", metavar="DIR", help="the figures (default: %(default)s)")
+    sub.add_argument("--out", required=True, metavar="FILE", help="the HTML fragment to write")
 
     sub = stage("publish", cmd_publish, "push a trained cell's final model, with a model card, to its own hub "
                 "repo (publish.repo_id; needs the network and a token)", ["model", "dataset", "variant"])

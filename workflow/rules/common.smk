@@ -5,9 +5,11 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger as snakemake_logger
 
 from grpo_lambda import launch, layout, prefetch
 from grpo_lambda import config as study
+from grpo_lambda.captions import caption_counts
 from grpo_lambda.config.report import report_options
 from grpo_lambda.tables import names
 
@@ -71,7 +73,7 @@ shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 G
              " GRPO_LAMBDA_JOB_HOST=$(hostname); ")
 
 # CPU-only rules run on the submitting machine, not as cluster jobs: downloads (prefetch, prepare_*),
-# the tiny model's build, the horizon band check, tables and figures.
+# the tiny model's build, the horizon band check, tables, figures and the report's headline.
 localrules:
     prefetch,
     prepare_dataset,
@@ -81,6 +83,7 @@ localrules:
     check_band,
     aggregate,
     figures,
+    headline,
     all,
 
 
@@ -269,8 +272,8 @@ def final_targets():
     next run, with what depends on it, instead of "Nothing to be done" over tables of a deleted model."""
     sft_models = sorted({f"{RESULTS}/{study.sft_folder(config, model, dataset, seed)}/model" for model in MODELS
                          for dataset in study.model_datasets(config, model) for seed in config["seeds"]})
-    return (rules.aggregate.output + rules.figures.output + sft_models + train_logs() + rl_eval_files()
-            + sft_eval_files())
+    return (rules.aggregate.output + rules.figures.output + rules.headline.output + sft_models + train_logs()
+            + rl_eval_files() + sft_eval_files())
 
 
 # The files the report shows. Snakemake's parser reads a line that starts with `report(` as the
@@ -281,10 +284,49 @@ TABLES = names.table_names(config)
 DATA_TABLES = [name for name in TABLES if name in names.CSV_ONLY]
 SHOWN_TABLES = [name for name in TABLES if name not in names.CSV_ONLY]
 FIGURES = names.figure_names(config)
+HEADLINE = f"{RESULTS}/report/headline.html"
 
 
 def reported(folder, names, ext, caption, category):
-    return [
-        snakemake_report(f"{RESULTS}/{folder}/{name}.{ext}", caption=caption, category=category, labels={"name": name})
-        for name in names
-    ]
+    """The files ``names`` under ``folder``, each marked for the report (``caption``: a caption file, or a
+    function of the name that gives one) when it exists as the workflow is read. A report is always a later
+    call than the run that made its files, so `snakemake --report` after a partial run shows what exists
+    instead of stopping at the first missing file, and its front page says what is not made yet."""
+    files = []
+    for name in names:
+        path = f"{RESULTS}/{folder}/{name}.{ext}"
+        if os.path.exists(path):
+            path = snakemake_report(path, caption=caption(name) if callable(caption) else caption,
+                                    category=category, labels={"name": name})
+        files.append(path)
+    return files
+
+
+def figure_caption(name):
+    """A figure's caption file: one per figure, one for each per-model figure (``appendix_c_{model}``)."""
+    template = {name: template for name, template, _ in names.expand(names.FIGURES, config)}[name]
+    return f"../report/figures/{template.replace('_{model}', '')}.rst"
+
+
+def _not_made_yet(record):
+    """Snakemake's report warns "Missing metadata for file ..." once per output of every job not run yet,
+    tens of lines after a partial run: those of files that do not exist are replaced by one line that says
+    what the report leaves out (a file that exists without metadata still warns)."""
+    message = record.getMessage()
+    if not message.startswith("Missing metadata for file "):
+        return True
+    if os.path.exists(message[len("Missing metadata for file "):].split(". Maybe metadata")[0]):
+        return True
+    if not _not_made_yet.said:
+        missing = [what for what, path in (("tables (rule aggregate, once every cell is evaluated; "
+                                            "`grpo-lambda status` lists the cells)", f"{RESULTS}/tables/table1.csv"),
+                                           ("figures (rule figures)", f"{RESULTS}/figures/figure1.png"),
+                                           ("headline (rule headline)", HEADLINE)) if not os.path.exists(path)]
+        print(f"The study is not finished; the report shows what exists. Not made yet: "
+              f"{'; '.join(missing) or 'the outputs of jobs not run yet (`snakemake -n` lists them)'}.", file=sys.stderr)
+        _not_made_yet.said = True
+    return False
+
+
+_not_made_yet.said = False
+snakemake_logger.addFilter(_not_made_yet)
