@@ -55,15 +55,14 @@ def test_the_plan_trains_one_sft_model_per_seed_and_starts_each_block_from_its_o
 
 @pytest.mark.slow
 def test_a_nested_study_runs_and_its_intervals_are_over_the_sft_models(tmp_path):
-    """Two SFT models × 2 RL seeds each, 3 RL steps: each SFT model is its own (their weights differ), each
+    """Two SFT models × 2 RL seeds each, 4 RL steps (the end-to-end config's SFT, whose samples disagree): each SFT model is its own (their weights differ), each
     cell trained from its block's SFT model (its fingerprint's base), and the tables' paired interval has
     the SFT models' degrees of freedom (one), the results table one SFT row per SFT model."""
     config = yaml.safe_load((ROOT / "tests" / "data" / "config-e2e.yaml").read_text())
     config["models"] = {"tiny": config["models"]["tiny"]}
     config["datasets"] = {"arith": config["datasets"]["arith"]}
-    config["sft"]["num_train_epochs"] = 10
     config["sft"]["seeds"] = [0, 1]
-    config["rl"]["max_steps"] = 3
+    config["rl"]["max_steps"] = 4
     config["seeds"] = [0, 1, 2, 3]
     config["evaluation"]["checkpoints"] = []
     config["results"] = str(tmp_path / "results")

@@ -18,7 +18,9 @@ fractions, entropy, KL, DAPO's dropped groups), ``spread`` (docs/<run>/spread.cs
 of one run per SFT seed, their mean and the prediction for one more run), ``provenance`` (what made
 the run), and a horizon study's (report.horizon) ``horizon`` (each pair's effect per chain length and
 its trend), ``horizon_errors`` (where the first carry error sits, per arm) and ``horizon_finding`` (what
-the trend's verdict says, as sentences).
+the trend's verdict says, as sentences); and those of grpo_lambda.tables.study_blocks: ``control``,
+``control_finding`` (a control study's effects against the directions declared before the run) and
+``history`` (the run's seeds against the study's earlier runs', and what was decided after data was seen).
 """
 
 from __future__ import annotations
@@ -28,6 +30,9 @@ import re
 import numpy as np
 import pandas as pd
 
+from grpo_lambda.config import sft_seeds
+from grpo_lambda.tables import study_blocks
+from grpo_lambda.tables.blocks_text import interval, level, p_value, signed_number, table
 from grpo_lambda.tables.keys import ALL_DATASETS, AVERAGE
 from grpo_lambda.tables.labels import variant_label
 from grpo_lambda.config.report import report_options
@@ -35,7 +40,7 @@ from grpo_lambda.tables.verdicts import AHEAD, BEHIND, CHECK, EQUIVALENT, PRIMAR
 
 MARKER = re.compile(r"<!-- generated: (?P<name>[\w.-]+/[\w.-]+) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
 BLOCKS = ("headline", "primary", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance",
-          "horizon", "horizon_errors", "horizon_finding")
+          "horizon", "horizon_errors", "horizon_finding", "control", "control_finding", "history")
 VERDICT_ORDER = (AHEAD, BEHIND, EQUIVALENT, UNRESOLVED, TOO_FEW)
 
 
@@ -72,36 +77,16 @@ def run_blocks(run: str, config: dict, tables: dict[str, pd.DataFrame], info: di
               "provenance": lambda: _provenance(info),
               "horizon": lambda: _horizon(tables.get("horizon")),
               "horizon_errors": lambda: _horizon_errors(config, tables.get("horizon_errors")),
-              "horizon_finding": lambda: _horizon_finding(config, tables.get("horizon"), options)}
+              "horizon_finding": lambda: _horizon_finding(config, tables.get("horizon"), options),
+              "control": lambda: study_blocks.control(config, tables.get("control")),
+              "control_finding": lambda: study_blocks.control_finding(config, tables.get("control"), options),
+              "history": lambda: study_blocks.history(config, options)}
     return {f"{run}/{name}": makers[name]() for name in BLOCKS}
 
 
-# --- numbers as text -------------------------------------------------------------------------------
+# --- numbers as text: grpo_lambda.tables.blocks_text ------------------------------------------------
 
-def _level(value) -> str:
-    return "–" if pd.isna(value) else f"{value:.3f}"
-
-
-def _signed(value) -> str:
-    return "–" if pd.isna(value) else f"{value:+.3f}".replace("-", "−")
-
-
-def _interval(value, low, high, signed: bool = False) -> str:
-    show = _signed if signed else _level
-    if pd.isna(value):
-        return "–"
-    if not pd.isna(low) and np.isinf(low):
-        return f"{show(value)} [no interval: too few seeds]"
-    return show(value) if pd.isna(low) else f"{show(value)} [{show(low)}, {show(high)}]"
-
-
-def _p(value) -> str:
-    return "–" if pd.isna(value) else "<0.001" if value < 0.001 else f"{value:.3f}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
+_level, _signed, _interval, _p, _table = level, signed_number, interval, p_value, table
 
 
 def _groups(frame: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
@@ -430,8 +415,10 @@ def _horizon(horizon: pd.DataFrame | None) -> str:
               "effect [95% CI]", "Holm p", "TOST p (Holm)", "MDE", "verdict", "per seed"]
     lines = []
     for _, row in horizon.iterrows():
-        if row["role"] == "trend":
-            lines.append([row["pair"], "**trend**: slope per unit ln(chain length)", "", "", "", "", "",
+        if row["role"] in ("trend", "curvature"):
+            what = "**trend**: slope per unit ln(chain length)" if row["role"] == "trend" else \
+                "**curvature**: quadratic coefficient on ln(chain length), the slope's lack of fit"
+            lines.append([row["pair"], what, "", "", "", "", "",
                           _interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
                           _p(row["p_holm"]), _p(row["p_equivalence_holm"]), _level(row["mde"]),
                           f"**{row['verdict'] or '–'}**", ""])
@@ -483,6 +470,8 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
         effects, trend = rows[rows["role"] == "effect"], rows[rows["role"] == "trend"].iloc[0]
         spec = design["pairs"][pair]
         seeds = int(effects["seeds"].min()) if effects["seeds"].notna().all() else 0
+        drawn = len(sft_seeds(config) or [None])
+        runs = f"{seeds} seeds" + (f" on {drawn} SFT models a horizon" if drawn > 1 else "")
         what = (f"{variant_label(config, spec['treatment'])} − {variant_label(config, spec['baseline'])}"
                 + (", exploratory" if spec.get("exploratory") else ""))
         verdict = trend["verdict"]
@@ -492,7 +481,7 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
             continue
         words = TREND_WORDS[verdict]
         if verdict == UNRESOLVED:
-            words += f" at {seeds} seeds: neither a growth nor its absence is shown"
+            words += f" at {runs}: neither a growth nor its absence is shown"
         elif verdict in (AHEAD, BEHIND) and trend["p_equivalence_holm"] < 1 - float(options["level"]):
             words += ", by less than the declared margin (TOST)"
         margin = design["equivalence_margin"].get("slope")
@@ -501,8 +490,18 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
         per = "; ".join(f"{int(r['columns'])} columns "
                         f"{_interval(r['estimate'], r['estimate_low'], r['estimate_high'], True)}"
                         f" ({r['verdict'] or '–'})" for _, r in effects.iterrows())
+        bend = rows[rows["role"] == "curvature"]
+        shape = ""
+        if len(bend):
+            bend = bend.iloc[0]
+            shape = (f"; its lack of fit (the quadratic coefficient on ln(chain length)) "
+                     f"{_interval(bend['estimate'], bend['estimate_low'], bend['estimate_high'], True)}, Holm p "
+                     f"{_p(bend['p_holm'])}: " + ("**the trend is not a straight line in ln(chain length)**"
+                                                 if bend["verdict"] in (AHEAD, BEHIND) else
+                                                 f"no curvature resolved at {runs}"))
         sentences.append(f"- **{pair}** ({what}): the effect on held-out accuracy {words} (slope {slope} per unit "
-                         f"ln(chain length) over {span}, Holm p {_p(trend['p_holm'])}{tost}). Per horizon: {per}.")
+                         f"ln(chain length) over {span}, Holm p {_p(trend['p_holm'])}{tost}{shape}). "
+                         f"Per horizon: {per}.")
     effects = horizon[horizon["role"] == "effect"]
     horizons = effects.drop_duplicates(["model", "dataset"])
     outside = horizons[horizons["in_band"] == False]  # noqa: E712 (None: no band declared)
