@@ -58,10 +58,12 @@ SFT_SEEDS = study.sft_seeds(config) or [None]  # with sft.seeds, several SFT mod
 HUB_SOURCES = prefetch.hub_sources(config)
 
 # When jobs are about to run (not in a dry run, which plans the paper grid on a machine without vLLM): the
-# software they need must be where they run (grpo_lambda.environment).
+# software they need must be where they run (grpo_lambda.environment), and every comparison family the
+# tables will declare must be able to reject at the study's seeds (grpo_lambda.config.families).
 onstart:
     try:
         study.check_environment(config, source="config", jobs=True)
+        study.check_design(config, source="config")
     except study.ConfigError as error:
         raise WorkflowError(str(error)) from None
 

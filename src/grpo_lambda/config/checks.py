@@ -13,6 +13,7 @@ import importlib.util
 from pathlib import Path
 
 from grpo_lambda.config.data_checks import _check_data_names, _check_data_sources
+from grpo_lambda.config.families import check_families
 from grpo_lambda.config.report import REPORT_DEFAULTS, report_options
 from grpo_lambda.config.schema import ConfigError, _non_finite_numbers, load_schema
 from grpo_lambda.config.settings import (TRL_MAX_COMPLETION_LENGTH, _cell_value, _rl_key, looks_local,
@@ -274,6 +275,17 @@ def _check_sft_seeds(config: dict, source: str) -> None:
     if len(config["seeds"]) % len(drawn):
         raise ConfigError(f"{source}: seeds: {len(config['seeds'])} RL seeds cannot be split equally among the "
                           f"{len(drawn)} SFT models of sft.seeds {drawn}; give a multiple of {len(drawn)}")
+
+
+def check_design(config: dict, source: str = "config") -> None:
+    """Every family the tables will declare can reject at the study's seeds, or is declared descriptive
+    (grpo_lambda.config.families). Run, on a validated config, where jobs are about to run (``grpo-lambda
+    validate``, Snakemake's start), not at every read of a config: a dry run, a small test study or a
+    published run's rebuild is no claim the seeds must support."""
+    try:
+        check_families(config, report_options(config))
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
 
 
 def _each_model(*checks):

@@ -8,6 +8,7 @@ import logging
 
 from grpo_lambda.config.control import control
 from grpo_lambda.config.history import history
+from grpo_lambda.config.families import KEYS, MAX_T, PROCEDURES, SEED_LEVEL_KEYS
 
 log = logging.getLogger(__name__)
 
@@ -38,6 +39,8 @@ REPORT_DEFAULTS = {
     "horizon": None,
     "history": None,
     "control": None,
+    "descriptive": [],
+    "multiplicity": {},
 }
 # Options of the bootstrap the intervals once were; accepted so that older configs still run, and unused.
 RETIRED = ("bootstrap", "seed")
@@ -90,7 +93,42 @@ def report_options(config: dict) -> dict:
     options["horizon"] = _horizon(config, options["horizon"])
     options["history"] = history(config, options["history"])
     options["control"] = control(config, options["control"])
+    options["descriptive"] = _descriptive(options["descriptive"])
+    options["multiplicity"] = _multiplicity(options["multiplicity"])
     return options
+
+
+def _descriptive(keys) -> list[str]:
+    """report.descriptive: the families (grpo_lambda.config.families.KEYS) published without a verdict."""
+    if keys is None:
+        return []
+    if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+        raise ValueError(f"report.descriptive must be a list of family keys ({', '.join(KEYS)}), got {keys!r}")
+    unknown = [key for key in keys if key not in KEYS]
+    if unknown:
+        raise ValueError(f"report.descriptive: {unknown} are not family keys (known: {', '.join(KEYS)})")
+    return list(keys)
+
+
+def _multiplicity(given) -> dict[str, str]:
+    """report.multiplicity: ``holm`` (every family, the default), ``max_t`` (every seed-level family: the
+    step-down max-T over joint sign flips, grpo_lambda.stats.max_t), or a mapping family key -> either.
+    Normalised to {key: max_t} for the seed-level families that use it; a family of t tests is always Holm."""
+    if given is None or given == "holm":
+        return {}
+    if given == MAX_T:
+        return {key: MAX_T for key in SEED_LEVEL_KEYS}
+    if not isinstance(given, dict):
+        raise ValueError(f"report.multiplicity must be holm, max_t or a mapping family key -> holm | max_t, got {given!r}")
+    for key, choice in given.items():
+        if key not in KEYS:
+            raise ValueError(f"report.multiplicity.{key}: not a family key (known: {', '.join(KEYS)})")
+        if choice not in PROCEDURES:
+            raise ValueError(f"report.multiplicity.{key} must be one of {list(PROCEDURES)}, got {choice!r}")
+        if choice == MAX_T and key not in SEED_LEVEL_KEYS:
+            raise ValueError(f"report.multiplicity.{key}: max_t needs one value per seed, and the {key} family holds "
+                             f"t tests over seeds and problems (max_t applies to: {', '.join(SEED_LEVEL_KEYS)})")
+    return {key: choice for key, choice in given.items() if choice == MAX_T}
 
 
 PRIMARY_TABLES = ("paired", "factorial")

@@ -68,6 +68,11 @@ Options, under ``report:`` in the config (all optional; ``grpo_lambda.config.val
                         (``verdicts``; docs/statistics.md).
 ``checks`` ([])         variants that check the comparison itself (a line that should equal another): each
                         a family of its own, never in the primary family.
+``multiplicity`` ("holm") how the seed-level families adjust their p: ``holm``, ``max_t`` (the step-down
+                        max-T over joint sign flips of the seeds) or a mapping family key -> either
+                        (grpo_lambda.config.families.KEYS); families of t tests are always Holm.
+``descriptive`` ([])    family keys published without adjusted p or verdict; a family that cannot reject at
+                        the study's seeds must be one (or get max_t, or seeds): grpo-lambda design-check.
 ``factorial``           a 2 × 2 design: ``{factors: [a, b], cells: {variant: {a: true|false, b: true|false}}}``,
                         each of the four level combinations exactly one variant (checked).
 ``horizon``             a horizon study: ``{chains: {dataset: benchmark}, pairs: {name: {treatment,
@@ -102,7 +107,7 @@ Every interval is analytic and deterministic (``grpo_lambda.stats``): accuracies
 problem) cluster-robust variance with a Welch–Satterthwaite t quantile, an accuracy itself kept in [0, 1]
 (Wilson-type), seed-level comparisons by the exact sign-flip test (``stats.seed_interval``); every
 difference is paired by seed (runs of one SFT model with the same training seed) and by problem. Every
-comparison table applies one verdict rule (``verdicts``): Holm within declared families (one primary),
+comparison table applies one verdict rule (``verdicts``): Holm (or max-T) within declared families (one primary),
 ``ahead`` / ``behind`` / ``equivalent`` (TOST after Holm against the metric's margin) / ``too few seeds`` /
 ``not distinguishable``, the MDE at α/m. The training sets of
 a mean over datasets are fixed (they are the study's design, not a sample).

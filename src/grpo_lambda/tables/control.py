@@ -80,6 +80,6 @@ def control_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
         return frame
     frame["family"] = "control"
     frame = add_verdicts(frame.drop(columns=["p_holm", "p_equivalence_holm", "verdict", "outcome"]), "estimate",
-                         ["model", "family"], level)
+                         ["model", "family"], level, options=options, table="control")
     frame["outcome"] = [outcome(v, p) for v, p in zip(frame["verdict"], frame["predicted"])]
     return frame.drop(columns=["family"])[COLUMNS]

@@ -50,6 +50,7 @@ import pandas as pd
 
 from grpo_lambda import files
 from grpo_lambda.config import model_datasets, model_variants, sft_seeds
+from grpo_lambda.config.families import horizon_family
 from grpo_lambda.data import arith
 from grpo_lambda.tables.collect import eval_file
 from grpo_lambda.tables.cells import Cells, interval_columns, scaled
@@ -61,8 +62,8 @@ COLUMNS = ["model", "pair", "role", "dataset", "benchmark", "columns", "chain_le
            "sft_accuracy_low", "sft_accuracy_high", "in_band", "steps_with_signal", "groups_with_signal",
            "baseline_accuracy", "baseline_accuracy_low", "baseline_accuracy_high", "treatment_accuracy",
            "treatment_accuracy_low", "treatment_accuracy_high", "estimate", "estimate_low", "estimate_high",
-           "seeds", "per_seed", "se", "df", "p", "p_floor", "p_holm", "p_equivalence", "p_equivalence_holm", "mde",
-           "verdict"]
+           "seeds", "per_seed", "family", "se", "df", "p", "p_floor", "procedure", "p_holm", "p_equivalence",
+           "p_equivalence_holm", "mde", "verdict"]
 ERROR_COLUMNS = ["model", "dataset", "benchmark", "columns", "variant", "answers", "correct", "first_error_carry",
                  "first_error_other", "carry_error_position"]
 
@@ -193,13 +194,10 @@ def horizon_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
         frame["in_band"] = frame["in_band"].astype(object)
         frame.loc[effects, "in_band"] = frame.loc[effects, "sft_accuracy"].between(band[0], band[1])
     # Holm: the trends of the primary pairs are one family (the primary test), the exploratory pairs' trends
-    # another, each pair's effects another.
-    exploratory = frame["pair"].map(lambda name: design["pairs"][name].get("exploratory", False))
-    frame["family"] = np.where(frame["role"] == EFFECT, frame["pair"],
-                               np.where(exploratory, "exploratory " + TREND, TREND))
-    frame = add_verdicts(frame.drop(columns=["p_holm", "p_equivalence_holm", "verdict"]), "estimate",
-                         ["model", "family"], level)
-    return frame.drop(columns=["family"])[COLUMNS]
+    # another, each pair's effects another (grpo_lambda.config.families.horizon_family).
+    frame["family"] = [horizon_family(design, pair, role != EFFECT) for pair, role in zip(frame["pair"], frame["role"])]
+    frame = add_verdicts(frame, "estimate", ["model", "family"], level, options=options, table="horizon")
+    return frame[COLUMNS]
 
 
 def collect_first_errors(results_dir: str | os.PathLike, config: dict, options: dict) -> pd.DataFrame | None:
