@@ -51,3 +51,20 @@ def test_the_shipped_replication_configs_use_seeds_their_study_never_ran():
         before = report_options(config)["history"]["seeds_run_before"]
         assert before["rl"] and not set(config["seeds"]) & set(before["rl"]), name
         assert not set(config["sft"]["seeds"]) & set(before["sft"]), name
+
+
+def test_margins_set_after_the_data_print_no_equivalent_verdict():
+    import pandas as pd
+
+    from grpo_lambda.tables.verdicts import POST_HOC, post_hoc_margins
+
+    tables = {"paired": pd.DataFrame({"verdict": ["equivalent", "ahead", "not distinguishable"],
+                                      "auc_verdict": ["equivalent", "equivalent", "behind"],
+                                      "p_equivalence_holm": [0.001, 0.9, 0.5]}),
+              "results": pd.DataFrame({"accuracy": [0.5]})}
+    read = post_hoc_margins(tables)
+    assert list(read["paired"]["verdict"]) == [POST_HOC, "ahead", "not distinguishable"]
+    assert list(read["paired"]["auc_verdict"]) == [POST_HOC, POST_HOC, "behind"]
+    assert list(read["paired"]["p_equivalence_holm"]) == [0.001, 0.9, 0.5]  # the TOST stays, read for what it is
+    assert "equivalent" not in set(read["paired"]["verdict"]) and read["results"].equals(tables["results"])
+    assert report_options(study.load(ROOT / "config" / "clamp-trace.yaml"))["history"]["margins_set_after_data"]

@@ -36,12 +36,12 @@ from grpo_lambda.tables.blocks_text import interval, level, p_value, signed_numb
 from grpo_lambda.tables.keys import ALL_DATASETS, AVERAGE
 from grpo_lambda.tables.labels import variant_label
 from grpo_lambda.config.report import report_options
-from grpo_lambda.tables.verdicts import AHEAD, BEHIND, CHECK, EQUIVALENT, PRIMARY, TOO_FEW, UNRESOLVED
+from grpo_lambda.tables.verdicts import AHEAD, BEHIND, CHECK, EQUIVALENT, POST_HOC, PRIMARY, TOO_FEW, UNRESOLVED
 
 MARKER = re.compile(r"<!-- generated: (?P<name>[\w.-]+/[\w.-]+) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
 BLOCKS = ("headline", "primary", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance",
           "horizon", "horizon_errors", "horizon_finding", "control", "control_finding", "history")
-VERDICT_ORDER = (AHEAD, BEHIND, EQUIVALENT, UNRESOLVED, TOO_FEW)
+VERDICT_ORDER = (AHEAD, BEHIND, EQUIVALENT, POST_HOC, UNRESOLVED, TOO_FEW)
 
 
 def find_blocks(text: str) -> list[tuple[str, str]]:

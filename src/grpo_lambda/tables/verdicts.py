@@ -49,6 +49,9 @@ from grpo_lambda.stats import Interval, holm, max_t, minimum_detectable_effect
 
 AHEAD, BEHIND, EQUIVALENT, UNRESOLVED, TOO_FEW = "ahead", "behind", "equivalent", "not distinguishable", \
     "too few seeds"
+# An "equivalent" on margins set after the run's data was seen (report.history.margins_set_after_data): a
+# TOST that passed on a margin chosen knowing the data is no claim that an effect is absent.
+POST_HOC = "within a post-hoc margin"
 POWER = 0.8
 
 
@@ -154,3 +157,18 @@ def per_seed_text(interval: Interval | None) -> str:
 def seed_values_text(seeds, values) -> str:
     """Per-seed values as the tables' CSVs hold them: "seed:value" separated by spaces."""
     return " ".join(f"{seed}:{value:.6g}" for seed, value in zip(seeds, values))
+
+
+def post_hoc_margins(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Every table with its ``equivalent`` verdicts read as :data:`POST_HOC`: for a run whose margins were set
+    after its data was seen; the equivalence p-values stay, so a reader sees the TOST and what it is worth."""
+    out = {}
+    for name, frame in tables.items():
+        columns = [c for c in frame.columns if c == "verdict" or c.endswith("_verdict")]
+        if columns:
+            frame = frame.copy()
+            for column in columns:
+                frame[column] = frame[column].where(frame[column] != EQUIVALENT, POST_HOC)
+        out[name] = frame
+    return out
+
