@@ -4,6 +4,7 @@ statistics it hands an estimator are the policy's, an estimator registered from 
 entropy control leaves gradient on the top-20 % entropy tokens only."""
 
 import copy
+import dataclasses
 import math
 
 import pytest
@@ -191,6 +192,66 @@ def test_delta_v_bound_bounds_the_value_gap_of_lemma_1_and_is_tight_when_no_eos_
                 torch.testing.assert_close(gap, bound[t])
 
 
+# ---- unscored completions, through every registered estimator ------------------------------------------------
+
+ESTIMATORS = sorted(adv.ADVANTAGE_ESTIMATORS)
+
+
+def batch_with_every_statistic(rewards, advantages, group_size, scale_rewards, ids):
+    """A batch holding every statistic an estimator may ask for (from fixed random logits), so that any registered
+    estimator runs on it; completions of unequal lengths, padding 0 after each."""
+    ids = torch.as_tensor(ids)
+    mask = (ids != 0).double()
+    logits = torch.randn(*ids.shape, 6, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    statistics = adv.token_statistics(logits, ids, [0], adv.FORWARD_STATISTICS)
+    return GroupBatch(rewards=torch.tensor(rewards, dtype=torch.float64), mask=mask,
+                      advantages=torch.tensor(advantages, dtype=torch.float64), group_size=group_size,
+                      scale_rewards=scale_rewards, completion_ids=ids, **statistics)
+
+
+# Five completions of one prompt; the third (NaN) was not scored, and shares its first token with the first two.
+UNSCORED_IDS = [[1, 2, 3, 4], [1, 2, 5, 0], [1, 3, 2, 2], [4, 1, 2, 0], [4, 4, 0, 0]]
+UNSCORED_REWARDS = [1.0, 0.0, math.nan, 0.5, 1.0]
+UNSCORED_ADVANTAGES = [0.9, -1.2, 0.0, -0.3, 0.6]  # A_i as the trainer hands it (any values: only passed on)
+SCORED = [0, 1, 3, 4]
+
+
+def rows_of(batch, rows, group_size):
+    """The batch's ``rows`` alone, as a batch of groups of ``group_size``."""
+    fields = {name: getattr(batch, name)[rows] for name in ("rewards", "mask", "advantages", *adv.STATISTICS)}
+    return dataclasses.replace(batch, group_size=group_size, **fields)
+
+
+@pytest.mark.parametrize("scale_rewards", ["group", "none"])
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_an_unscored_completion_changes_no_scored_completions_advantage(name, scale_rewards):
+    """A completion no reward function scored (NaN reward) counts in no baseline, value or scale: every scored
+    completion's advantage is what it is in the same group without it, and no NaN reaches the loss."""
+    batch = batch_with_every_statistic(UNSCORED_REWARDS, UNSCORED_ADVANTAGES, 5, scale_rewards, UNSCORED_IDS)
+    got = estimate_advantages(name, batch)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got[SCORED], estimate_advantages(name, rows_of(batch, SCORED, 4)), rtol=0, atol=1e-12)
+
+
+def test_an_unscored_completion_gets_no_return_of_its_own():
+    """OTB: the unscored row's advantage is 0 (not 0 − B_t, a return of 0 against the group's baseline); TEMPO: its
+    A_i alone, without a TD term from a reward it does not have."""
+    batch = batch_with_every_statistic(UNSCORED_REWARDS, UNSCORED_ADVANTAGES, 5, "group", UNSCORED_IDS)
+    otb = estimate_advantages("otb", batch)
+    assert otb[2].abs().max() == 0 and otb[SCORED].abs().max() > 0.1
+    tempo = estimate_advantages("tempo", batch)
+    torch.testing.assert_close(tempo[2], torch.full((4,), UNSCORED_ADVANTAGES[2], dtype=torch.float64))
+
+
+def test_tempos_root_value_is_the_mean_reward_of_the_scored_completions():
+    """ab (r = 1), ac (r = 0), de (unscored): V(root) = 1/2 over the two scored completions, so the first token a,
+    whose value is also 1/2, adds no TD term; counting the unscored one as 0 would put V(root) at 1/3."""
+    batch = batch_of([1.0, 0.0, math.nan], [[1, 1]] * 3, advantages=[0.0, 0.0, 0.0], scale_rewards="none",
+                     completion_ids=torch.tensor([[1, 2], [1, 3], [4, 5]]))
+    torch.testing.assert_close(estimate_advantages("tempo", batch),
+                               torch.tensor([[0.0, 0.5], [0.0, -0.5], [0.0, 0.0]], dtype=torch.float64))
+
+
 # ---- through the trainer ----------------------------------------------------------------------------------
 
 def twice_grpo(batch):
@@ -226,6 +287,32 @@ def test_an_estimator_registered_from_a_test_file_is_configured_and_trains(model
     assert max(delta.abs().max().item() for delta in grpo.values()) > 1e-6
     for name, delta in grpo.items():  # float32 weights near 1 round their steps to about 1e-7
         torch.testing.assert_close(twice[name], 2 * delta, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_a_weight_zero_reward_counts_in_no_estimators_returns(model_dir, tmp_path, name):
+    """A monitored reward of weight 0 (the format monitor, say) counts in nothing the estimator reads: the
+    advantages are those of the same batch scored by the trained reward alone, whatever the monitor says, and
+    a completion the trained reward did not score stays unscored where only the monitor scored it."""
+    from grpo_lambda.trainer import GRPOLambdaTrainer
+    from grpo_lambda.trainer_config import GRPOLambdaConfig
+    from trainer_batch import make_inputs, make_trainer
+
+    trainer = make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path, objective="grpo",
+                           advantage_estimator=name)
+    trainer.model.train()
+    output = make_inputs(trainer, off_policy=False, with_ref=False)
+    trained = torch.tensor([1.0, 0.0, math.nan, 0.5])
+
+    def advantages(weights, *columns):
+        trainer.reward_weights = torch.tensor(weights)
+        trainer._rewards_per_func = torch.stack([trained, *map(torch.tensor, columns)], 1)
+        return trainer._estimate_advantages(dict(output))
+
+    alone = advantages([1.0])
+    assert torch.isfinite(alone).all()
+    for monitor in ([0.0, 1.0, math.nan, 1.0], [1.0, 0.0, 0.7, 0.2]):
+        torch.testing.assert_close(advantages([1.0, 0.0], monitor), alone, rtol=0, atol=0, msg=str(monitor))
 
 
 @pytest.mark.parametrize("estimator", ["otb", "delta_v_bound", "tempo"])

@@ -389,3 +389,112 @@ def test_the_lambda_config_is_the_horizon_study_s_longest_horizon_with_lambda_an
     plan = _dry_run(tmp_path / "lambda", longest)
     trains = [block for block in plan.split("rule ")[1:] if block.startswith("train:")]
     assert len(trains) == len(longest["variants"]) * len(longest["seeds"])
+
+
+# ---- the table's bookkeeping: a missing run, horizons out of order, several models, the band, greedy chains ----
+
+def _horizon_frame(config: dict, data: pd.DataFrame | None = None, study_logs: pd.DataFrame | None = None):
+    options = report_options(config)
+    data = samples() if data is None else data
+    return horizon_table(Cells(data, config, options), config, logs() if study_logs is None else study_logs, options)
+
+
+def test_a_seed_missing_from_one_arm_leaves_the_other_seeds_paired_by_seed_number():
+    """The trace lacks seed 1 at 4 columns: each remaining seed's effect is its own trace run minus its own
+    baseline run (+2/40 at every seed), never the baseline row that comes next in order (5/40, 1/40)."""
+    data = samples()
+    data = data[~((data["dataset"] == "arith-h4") & (data["variant"] == "trace") & (data["seed"] == 1))]
+    row = _horizon_frame(horizon_config(), data).set_index(["role", "dataset"]).loc[("effect", "arith-h4")]
+    pairs = dict(part.split(":") for part in row["per_seed"].split())
+    assert list(pairs) == ["0", "2", "3"]
+    expected = {seed: (TRACE["h4"][seed] - BASE["h4"][seed]) / N_PROBLEMS for seed in (0, 2, 3)}
+    assert [float(pairs[str(seed)]) for seed in expected] == pytest.approx(list(expected.values()), abs=5e-4)
+    assert row["seeds"] == 3
+    # the effect's estimate is each arm's mean over the runs it holds
+    assert row["estimate"] == pytest.approx((np.mean([18, 20, 19]) - np.mean(BASE["h4"])) / N_PROBLEMS, abs=1e-12)
+
+
+def test_horizons_listed_out_of_order_of_length_weigh_each_effect_by_its_own_chain_length():
+    """The slope's weight of a horizon follows its chain's length, not its place in report.horizon.chains:
+    listed 8, 2, 4 columns the trend is the one listed 2, 4, 8 (a weight gone to the wrong chain would
+    change it, and can flip its sign)."""
+    in_order = _horizon_frame(horizon_config())
+    config = horizon_config()
+    chains = config["report"]["horizon"]["chains"]
+    config["report"]["horizon"]["chains"] = {d: chains[d] for d in ("arith-h8", "arith-h2", "arith-h4")}
+    shuffled = _horizon_frame(config)
+    assert list(shuffled[shuffled["role"] == "effect"]["dataset"]) == ["arith-h8", "arith-h2", "arith-h4"]
+    effects = shuffled[shuffled["role"] == "effect"]
+    slope = np.polyfit(np.log(effects["chain_length"].to_numpy(float)), effects["estimate"].to_numpy(float), 1)[0]
+    trend = shuffled[shuffled["role"] == "trend"].iloc[0]
+    expected = in_order[in_order["role"] == "trend"].iloc[0]
+    assert trend["estimate"] == pytest.approx(slope, abs=1e-12)
+    assert trend["estimate"] == pytest.approx(expected["estimate"], abs=1e-12)
+    assert (trend["estimate_low"], trend["estimate_high"]) == pytest.approx(
+        (expected["estimate_low"], expected["estimate_high"]), abs=1e-12)
+    assert trend["verdict"] == expected["verdict"] == "ahead"
+
+
+def test_each_model_s_primary_trends_are_a_holm_family_of_their_own():
+    """Two models with the same results: each model's one primary trend is a family of one (Holm leaves its
+    p as it is), not one family of two across the models (which would double both p-values)."""
+    config = horizon_config()
+    config["models"]["tiny2"] = {"source": "tiny"}
+    data, study_logs = samples(), logs()
+    data = pd.concat([data, data.assign(model="tiny2")], ignore_index=True)
+    study_logs = pd.concat([study_logs, study_logs.assign(model="tiny2")], ignore_index=True)
+    frame = _horizon_frame(config, data, study_logs)
+    trends = frame[frame["role"] == "trend"].set_index("model")
+    assert list(trends.index) == ["tiny", "tiny2"]
+    assert trends.loc["tiny", "estimate"] == pytest.approx(trends.loc["tiny2", "estimate"], abs=1e-12)
+    assert 0 < trends.loc["tiny", "p"] < 0.25  # so that a family of two would change it
+    assert list(trends["p_holm"]) == pytest.approx(list(trends["p"]))
+    for model in ("tiny", "tiny2"):  # each model's horizons a family of three, as with one model
+        effects = frame[(frame["role"] == "effect") & (frame["model"] == model)]
+        from grpo_lambda.stats import holm
+        assert effects["p_holm"].to_numpy() == pytest.approx(holm(effects["p"].to_numpy()))
+
+
+@pytest.mark.parametrize("band, inside", [([0.30, 0.45], True), ([0.36, 0.60], False), ([0.10, 0.34], False)])
+def test_the_band_column_judges_the_sft_accuracy_s_estimate_not_its_interval(band, inside):
+    """The SFT models answer 14 of 40 (0.35), with an interval about [0.22, 0.50]: the band column says
+    whether 0.35 lies in the band, whichever of the interval's bounds does."""
+    config = horizon_config()
+    config["report"]["horizon"]["band"] = band
+    effects = _horizon_frame(config).query("role == 'effect'")
+    assert list(effects["sft_accuracy"]) == pytest.approx([0.35] * len(HORIZONS))
+    # each band holds the estimate or not as the interval's bounds do not: the cases tell the columns apart
+    assert (effects["sft_accuracy_low"] < 0.30).all() and (effects["sft_accuracy_high"] > 0.45).all()
+    assert effects["sft_accuracy_low"].max() > 0.10 and effects["sft_accuracy_high"].min() > 0.36
+    assert list(effects["in_band"]) == [inside] * len(HORIZONS)
+
+
+def test_the_first_error_table_reads_the_greedy_chains_only(tmp_path):
+    """The trace's final model at 4 columns answers every problem right greedily, and its sampled
+    completions all drop a carry: the table's chains are the greedy ones (all right), not those and the
+    samples pooled (half of them carry errors)."""
+    from grpo_lambda.tables.collect import eval_file
+    from grpo_lambda.tables.horizon import collect_first_errors
+    import json
+
+    config = horizon_config()
+    options = report_options(config)
+    operands = [[1234, 5678], [4567, 3658], [1111, 2222]]
+    suite = [{"id": f"p{i}", **arith.make_problem(ops)} for i, ops in enumerate(operands)]
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "suite-h4.jsonl").write_text("".join(json.dumps(row) + "\n" for row in suite))
+    for seed in (0, 1):
+        lines = []
+        for i, ops in enumerate(operands):
+            lines.append({"id": f"p{i}", "mode": "greedy", "sample": 0, "correct": True,
+                          "completion": arith.make_problem(ops)["solution"]})
+            wrong = arith.make_problem(ops, wrong_carries=frozenset(arith.carry_columns(ops)))["solution"]
+            lines += [{"id": f"p{i}", "mode": "sampled", "sample": k, "correct": False, "completion": wrong}
+                      for k in range(2) if arith.carry_columns(ops)]
+        path = eval_file(tmp_path, "tiny", "arith-h4", "trace", seed, "final", "suite-h4")
+        path.parent.mkdir(parents=True)
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    errors = collect_first_errors(tmp_path, config, options)
+    assert len(errors) == 6 and set(errors["error"]) == {"correct"}
+    row = horizon_errors_table(errors, config, options).set_index("variant").loc["trace"]
+    assert row["answers"] == 6 and row["correct"] == 1.0 and row["first_error_carry"] == 0.0
