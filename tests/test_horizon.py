@@ -73,9 +73,10 @@ def test_a_bad_horizon_is_refused_naming_the_setting(kwargs, message):
         arith.generate(10, seed=0, **kwargs)
 
 
-def test_the_chain_length_is_the_mean_worked_solution_of_the_suite_the_models_are_evaluated_on():
+@pytest.mark.parametrize("share", [{"carry_free_share": 0.35}, {}])  # a suite may leave the share out
+def test_the_chain_length_is_the_mean_worked_solution_of_the_suite_the_models_are_evaluated_on(share):
     from grpo_lambda import prepare
-    settings = {"source": "synthetic", "columns": 6, "carry_free_share": 0.35, "n": 50, "seed": 4}
+    settings = {"source": "synthetic", "columns": 6, "n": 50, "seed": 4, **share}
     suite, _ = prepare.rows_for({**settings, "key": "suite-h6", "role": "benchmark"})
     assert chain_length(settings) == pytest.approx(np.mean([len(row["solution"]) for row in suite]), abs=1e-12)
 
@@ -180,6 +181,7 @@ def test_the_trend_is_the_least_squares_slope_of_the_effects_on_ln_chain_length(
     assert trend["estimate_low"] < trend["estimate"] < trend["estimate_high"]
     assert (trend["dataset"], trend["benchmark"], trend["per_seed"]) == ("", "", "")
     assert np.isnan([trend["columns"], trend["chain_length"], trend["seeds"]]).all()
+    assert 0 <= trend["p_equivalence"] <= 1  # against the slope's own margin
     # The effect grows from 0 to 0.14 over a 5x span: a positive slope that the test resolves.
     assert trend["verdict"] == "ahead"
 
@@ -230,6 +232,7 @@ def test_a_missing_arm_leaves_its_horizon_and_the_trend_without_a_test(missing):
     effects = frame[frame["role"] == "effect"].set_index("dataset")
     assert np.isnan(effects.loc[missing, "estimate"]) and effects.loc[missing, "seeds"] == 0
     assert effects.loc[missing, "per_seed"] == ""
+    assert list(effects.index) == [f"arith-{h}" for h in HORIZONS]
     assert effects.drop(index=missing)["estimate"].notna().all()  # the other horizons keep their effects
     assert frame[frame["role"] == "trend"]["estimate"].isna().all()
     assert frame[frame["role"] == "trend"]["verdict"].isna().all()
