@@ -9,6 +9,15 @@ from __future__ import annotations
 DIRECTIONS = ("ahead", "behind")
 
 
+def check_suite_map(config: dict, mapping: dict, key: str) -> None:
+    """A mapping of training sets to their held-out suites (``key`` names it in the error): every name known."""
+    for dataset, suite in mapping.items():
+        if dataset not in config["datasets"]:
+            raise ValueError(f"{key}: {dataset!r} is not a training set (known: {list(config['datasets'])})")
+        if suite not in config["benchmarks"]:
+            raise ValueError(f"{key}.{dataset}: {suite!r} is not a benchmark (known: {list(config['benchmarks'])})")
+
+
 def control(config: dict, given) -> dict | None:
     """``report.control`` checked; a ValueError names the key."""
     if given is None:
@@ -19,13 +28,7 @@ def control(config: dict, given) -> dict | None:
     suites, pair, predicted = given["suites"], given["pair"], given["predicted"]
     if not isinstance(suites, dict) or not suites:
         raise ValueError("report.control.suites must map each training set to its held-out suite")
-    for dataset, suite in suites.items():
-        if dataset not in config["datasets"]:
-            raise ValueError(f"report.control.suites: {dataset!r} is not a training set (known: "
-                             f"{list(config['datasets'])})")
-        if suite not in config["benchmarks"]:
-            raise ValueError(f"report.control.suites.{dataset}: {suite!r} is not a benchmark (known: "
-                             f"{list(config['benchmarks'])})")
+    check_suite_map(config, suites, "report.control.suites")
     if not isinstance(pair, dict) or set(pair) != {"treatment", "baseline"}:
         raise ValueError("report.control.pair must be {treatment: VARIANT, baseline: VARIANT}")
     for role, variant in pair.items():

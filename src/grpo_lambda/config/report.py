@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import logging
 
-from grpo_lambda.config.control import control
+from grpo_lambda.config.control import check_suite_map, control
 from grpo_lambda.config.history import history
 from grpo_lambda.config.families import KEYS, MAX_T, PROCEDURES, SEED_LEVEL_KEYS
 
@@ -319,13 +319,8 @@ def _horizon(config: dict, given) -> dict | None:
         raise ValueError("report.horizon.chains must map at least two training sets to their held-out suites")
     if given.get("curvature") and len(chains) < 3:
         raise ValueError("report.horizon.curvature needs at least three horizons (report.horizon.chains)")
+    check_suite_map(config, chains, "report.horizon.chains")
     for dataset, benchmark in chains.items():
-        if dataset not in config["datasets"]:
-            raise ValueError(f"report.horizon.chains: {dataset!r} is not a training set "
-                             f"(known: {list(config['datasets'])})")
-        if benchmark not in config["benchmarks"]:
-            raise ValueError(f"report.horizon.chains.{dataset}: {benchmark!r} is not a benchmark "
-                             f"(known: {list(config['benchmarks'])})")
         if "columns" not in config["benchmarks"][benchmark]:
             raise ValueError(f"report.horizon.chains.{dataset}: benchmark {benchmark!r} has no columns "
                              "(a horizon suite is a synthetic arith suite with columns and carry_free_share)")
