@@ -27,7 +27,12 @@ def batch_of(rewards, mask, advantages=None, group_size=None, **extra):
 # ---- the registry -----------------------------------------------------------------------------------------
 
 def test_the_estimators_are_registered_once_with_their_names_checked_without_torch():
-    assert set(adv.ADVANTAGE_ESTIMATORS) == set(variants.ESTIMATORS)
+    # OAR's reshaping is in the table the trainer runs, selected by oar_method rather than advantage_estimator
+    assert set(adv.ADVANTAGE_ESTIMATORS) == set(variants.ESTIMATORS) | set(adv.RESHAPINGS.values())
+    assert adv.estimator_chain("tempo", oar_method="gradient") == ["oar", "tempo"]
+    assert adv.estimator_chain("tempo", oar_method=None) == ["tempo"]
+    with pytest.raises(ValueError, match=r"^advantage_estimator: 'oar' is not an advantage estimator"):
+        variants.variant_config_kwargs({"objective": "grpo", "advantage_estimator": "oar", "oar_method": "gradient"})
     documented = (ROOT / "docs" / "objectives.md").read_text()
     for name in variants.ESTIMATORS:
         assert f"advantage_estimator: {name}" in documented, name

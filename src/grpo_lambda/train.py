@@ -314,12 +314,11 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
 
 
 def hashed_settings(settings: dict) -> dict:
-    """What the cell's fingerprint hashes as its settings: the stage's, and the source of each user reward
-    (``module:function``) it trains with, so that editing that code never resumes the old state."""
-    from grpo_lambda.grading import reward
-
-    sources = reward.source_digest(reward.reward_specs(settings["rl"]))
-    return {**settings, "user_reward_sources": sources} if sources else settings
+    """What the cell's fingerprint hashes as its settings: the stage's, and the source of the user's own code
+    (``module:function``: a reward, an advantage estimator) it trains with, so that editing that code never
+    resumes the old state (`fingerprint.user_code_sources`)."""
+    sources = fingerprint.user_code_sources(settings)
+    return {**settings, **sources} if sources else settings
 
 
 def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
