@@ -68,7 +68,7 @@ class GRPOLambdaTrainer(GRPOTrainer):
                              "not supported with FSDP or DeepSpeed ZeRO-3")
         # objective "grpo" runs TRL's own loss and needs none.
         self.objective_params = objective_params(args) if args.objective != "grpo" else None
-        self._rewards_per_func = None  # the last batch's rewards, all processes (for dynamic sampling)
+        self._rewards_per_func = None  # the last batch's rewards, all processes (the estimators', dynamic sampling's)
 
     # --- the scored batch: dynamic sampling and the per-token advantages (grpo_lambda.scored_batch) ------------
 
