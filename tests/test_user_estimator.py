@@ -57,6 +57,13 @@ def asks_for_values(batch):
 
 
 asks_for_values.needs = ("values",)
+
+
+def reads_oar(batch):
+    return batch.advantages.unsqueeze(1) * batch.oar_weights
+
+
+reads_oar.needs = ("oar_weights",)
 '''
 
 
@@ -184,6 +191,7 @@ def test_advantages_that_carry_an_unscored_rows_nan_are_refused_naming_the_estim
     ("{module}:two_arguments", r"it requires \['scale'\] besides the batch"),
     ("{module}:asks_for_values", r"needs \['values'\], which no batch holds; it may ask for completion_ids"),
     ("{module}:SEEN", r"is a list, not a function or an Estimator"),
+    ("{module}:reads_oar", r"needs oar_weights, which OAR computes: set oar_method"),
     ("not written so", r"is not an advantage estimator; known: grpo, otb, tempo, delta_v_bound "
                        r"\(grpo_lambda.variants.ESTIMATORS\), or your own module:function"),
 ])

@@ -14,8 +14,8 @@ import math
 
 import torch
 
-from grpo_lambda.advantages import GroupBatch, estimate_advantages, estimator, estimator_chain, token_statistics
-from grpo_lambda.advantages import FORWARD_STATISTICS
+from grpo_lambda.advantages import (FORWARD_STATISTICS, GroupBatch, estimate_advantages, estimator, estimator_chain,
+                                    token_statistics)
 from grpo_lambda.oar import oar_token_weights
 
 

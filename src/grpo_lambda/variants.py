@@ -165,9 +165,11 @@ def check_estimator_combination(estimator, oar_method) -> None:
         from grpo_lambda.advantages import user_estimator
 
         try:
-            user_estimator(estimator)
+            chosen = user_estimator(estimator)
         except ValueError as error:
             raise ValueError(f"advantage_estimator: {error}") from None
+        if "oar_weights" in chosen.needs and oar_method is None:
+            raise ValueError(f"advantage_estimator: {estimator!r} needs oar_weights, which OAR computes: set oar_method")
         return
     if not isinstance(estimator, str) or estimator not in ESTIMATORS:
         raise ValueError(f"advantage_estimator: {estimator!r} is not an advantage estimator; known: "
