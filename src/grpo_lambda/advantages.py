@@ -132,10 +132,11 @@ def _signature_problem(function) -> str | None:
         return None  # a builtin without a signature: the call will tell
     positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
     takes_any = any(p.kind is p.VAR_POSITIONAL for p in parameters)
-    required = [p.name for p in parameters if p.default is p.empty
-                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)][1 if positional else 0:]
+    batch = positional[0] if positional else None  # the parameter the batch is passed to
+    required = [p.name for p in parameters if p is not batch and p.default is p.empty
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
     if not positional and not takes_any:
-        return "it takes no argument; an advantage estimator is called as f(batch) with a GroupBatch"
+        return "it takes no positional argument; an advantage estimator is called as f(batch) with a GroupBatch"
     if required:
         return (f"it requires {required} besides the batch; an advantage estimator is called as f(batch) "
                 "with a GroupBatch")
