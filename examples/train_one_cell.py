@@ -157,7 +157,8 @@ def main(argv: list[str] | None = None) -> None:
         trainer.train()
     except NoLearningSignalError as error:
         files.write_json(out / "log.json", trainer.state.log_history)
-        print(f"error: {error} (--stop-without-signal {args.stop_without_signal}); no model written", file=sys.stderr)
+        # on a line of its own: the trainer's progress bar, left open, holds the cursor mid-line
+        print(f"\nerror: {error} (--stop-without-signal {args.stop_without_signal}); no model written", file=sys.stderr)
         sys.exit(1)
     trainer.save_model(str(out / "model"))
     tokenizer.save_pretrained(str(out / "model"))

@@ -133,7 +133,7 @@ def test_a_run_whose_rewards_are_all_zero_is_warned_of_and_can_be_stopped(tiny_m
     stopped = subprocess.run([sys.executable, "examples/train_one_cell.py", *common, "--stop-without-signal", "1",
                               "--out", str(tmp_path / "stopped")], cwd=ROOT, capture_output=True, text=True, timeout=600)
     assert stopped.returncode == 1, stopped.stdout[-3000:] + stopped.stderr[-3000:]
-    assert (  # a line of its own (tqdm's bar ends its lines with \r)
+    assert (  # a line of its own, after the progress bar's
         "error: steps 1-1: every reward was 0 (frac_reward_zero_std 1, mean reward 0): the advantages are 0 and "
         "nothing is learned. The task is beyond the model or the reward never fires: check prompt.txt and the "
         "answers; training stopped after 1 such steps in a row (--stop-without-signal 1); no model written"
