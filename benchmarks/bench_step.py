@@ -24,7 +24,7 @@ makes that ratio noisy by several percent, it also times the loss arithmetic alo
 With --train-steps > 0 it also times full trainer steps (generation + loss + optimizer).
 
 Dynamic sampling and OAR work on the scored batch, once per generation batch, not in the loss: their
-cost is timed apart (`_shape_scored_batch` on the same batch, median of --post-rounds calls) and shown
+cost is timed apart (`scored_batch.shape` on the same batch, median of --post-rounds calls) and shown
 as milliseconds and as a fraction of the baseline's loss + backward. OAR-P runs one forward pass per
 reasoning token: give it a short --completion-length, or expect seconds per call.
 """
@@ -45,7 +45,7 @@ from datasets import Dataset
 from transformers import PrinterCallback
 from trl import GRPOConfig, GRPOTrainer
 
-from grpo_lambda import tiny
+from grpo_lambda import scored_batch, tiny
 from grpo_lambda.objectives import ObjectiveParams, high_entropy_mask, policy_loss
 from grpo_lambda.trainer import GRPOLambdaTrainer
 from grpo_lambda.trainer_config import GRPOLambdaConfig
@@ -199,7 +199,7 @@ def time_scored_batch(trainer, inputs, rounds):
         trainer._rewards_per_func = rewards.reshape(-1, 1)
         batch = dict(inputs)
         start = time.perf_counter()
-        trainer._shape_scored_batch(batch)
+        scored_batch.shape(trainer, batch)
         times.append(time.perf_counter() - start)
     return statistics.median(times)
 

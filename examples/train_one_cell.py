@@ -23,12 +23,18 @@ GRPOLambdaConfig's (`variant_config_kwargs`), each problem is put in the model's
 config/config.yaml (config/paper.yaml sets `bnpo`, the paper's); --variant may set another
 (`"loss_type": "bnpo"`). Writes the model to OUT/model, the step log to OUT/log.json and the first rendered
 prompt to OUT/prompt.txt.
+
+Steps on which every group's completions got the same reward (every reward 0: the model never reaches a rewarded
+answer) learn nothing: the pipeline's `progress.NoLearningSignal` warns after 5 in a row and at the end of a run
+that had nothing else; --stop-without-signal N ends the run with exit status 1 at the N-th in a row, writing no
+model.
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import logging
 import sys
 from pathlib import Path
 
@@ -107,8 +113,14 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--generations", type=int, default=8, help="completions per prompt (the group)")
     parser.add_argument("--batch", type=int, default=32, help="completions per step")
     parser.add_argument("--max-completion-length", type=int, default=96)
+    parser.add_argument("--stop-without-signal", type=int, metavar="N",
+                        help="stop with exit status 1 after N steps in a row on which every group's rewards were equal "
+                             "(default: warn only)")
     parser.add_argument("--out", required=True, help="folder for the trained model and log")
     args = parser.parse_args(argv)
+    if args.stop_without_signal is not None and args.stop_without_signal < 1:
+        parser.error("--stop-without-signal must be at least 1")
+    logging.basicConfig(level=logging.WARNING, format="%(levelname)s %(name)s: %(message)s")
 
     rows = training_rows(args)  # before any model loads: a bad mapping ends the run in seconds
     rewards = [{"name": name, "weight": float(weight or 1)} for name, _, weight in
@@ -116,6 +128,7 @@ def main(argv: list[str] | None = None) -> None:
 
     from grpo_lambda.grading.reward import reward_functions, reward_specs
     from grpo_lambda.models import load_tokenizer, trainer_hardware_kwargs
+    from grpo_lambda.progress import NoLearningSignal, NoLearningSignalError
     from grpo_lambda.train import rl_dataset
     from grpo_lambda.trainer import GRPOLambdaTrainer
     from grpo_lambda.trainer_config import GRPOLambdaConfig
@@ -137,9 +150,16 @@ def main(argv: list[str] | None = None) -> None:
         max_completion_length=args.max_completion_length, beta=0.0, logging_steps=1, save_strategy="no",
         report_to="none", reward_weights=weights, **variant_config_kwargs(args.variant),
         **trainer_hardware_kwargs({}))
-    trainer = GRPOLambdaTrainer(model=args.model, reward_funcs=reward_funcs, args=config,
-                                train_dataset=dataset, processing_class=tokenizer)
-    trainer.train()
+    trainer = GRPOLambdaTrainer(model=args.model, reward_funcs=reward_funcs, args=config, train_dataset=dataset,
+                                processing_class=tokenizer,
+                                callbacks=[NoLearningSignal(stop_after=args.stop_without_signal)])
+    try:
+        trainer.train()
+    except NoLearningSignalError as error:
+        files.write_json(out / "log.json", trainer.state.log_history)
+        # on a line of its own: the trainer's progress bar, left open, holds the cursor mid-line
+        print(f"\nerror: {error} (--stop-without-signal {args.stop_without_signal}); no model written", file=sys.stderr)
+        sys.exit(1)
     trainer.save_model(str(out / "model"))
     tokenizer.save_pretrained(str(out / "model"))
     files.write_json(out / "log.json", trainer.state.log_history)

@@ -28,7 +28,12 @@ def batch_of(rewards, mask, advantages=None, group_size=None, **extra):
 # ---- the registry -----------------------------------------------------------------------------------------
 
 def test_the_estimators_are_registered_once_with_their_names_checked_without_torch():
-    assert set(adv.ADVANTAGE_ESTIMATORS) == set(variants.ESTIMATORS)
+    # OAR's reshaping is in the table the trainer runs, selected by oar_method rather than advantage_estimator
+    assert set(adv.ADVANTAGE_ESTIMATORS) == set(variants.ESTIMATORS) | set(adv.RESHAPINGS.values())
+    assert adv.estimator_chain("tempo", oar_method="gradient") == ["oar", "tempo"]
+    assert adv.estimator_chain("tempo", oar_method=None) == ["tempo"]
+    with pytest.raises(ValueError, match=r"^advantage_estimator: 'oar' is not an advantage estimator"):
+        variants.variant_config_kwargs({"objective": "grpo", "advantage_estimator": "oar", "oar_method": "gradient"})
     documented = (ROOT / "docs" / "objectives.md").read_text()
     for name in variants.ESTIMATORS:
         assert f"advantage_estimator: {name}" in documented, name
@@ -74,7 +79,7 @@ def test_a_malformed_batch_is_refused_naming_what_is_wrong(change):
 def test_an_estimators_result_of_another_shape_and_an_unknown_name_are_refused(monkeypatch):
     monkeypatch.setitem(adv.ADVANTAGE_ESTIMATORS, "per_row", adv.Estimator(lambda batch: batch.advantages))
     batch = batch_of([1.0, 0.0], [[1, 1], [1, 0]])
-    with pytest.raises(ValueError, match=r"^advantage estimator 'per_row' returned shape \(2,\), expected \(2, 2\)"):
+    with pytest.raises(ValueError, match=r"^advantage estimator 'per_row' returned \(2,\), expected a tensor of shape \(2, 2\)"):
         estimate_advantages("per_row", batch)
     with pytest.raises(ValueError, match=r"^advantage_estimator: 'nope' is not registered; known: grpo, otb, tempo, "):
         estimate_advantages("nope", batch)
@@ -282,6 +287,7 @@ def batch_with_every_statistic(rewards, advantages, group_size, scale_rewards, i
     mask = (ids != 0).double()
     logits = torch.randn(*ids.shape, 6, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
     statistics = adv.token_statistics(logits, ids, [0], adv.FORWARD_STATISTICS)
+    statistics["oar_weights"] = torch.linspace(0.5, 1.5, ids.numel(), dtype=torch.float64).view(ids.shape) * mask
     return GroupBatch(rewards=torch.tensor(rewards, dtype=torch.float64), mask=mask,
                       advantages=torch.tensor(advantages, dtype=torch.float64), group_size=group_size,
                       scale_rewards=scale_rewards, completion_ids=ids, **statistics)
@@ -372,12 +378,13 @@ def test_a_weight_zero_reward_counts_in_no_estimators_returns(model_dir, tmp_pat
     """A monitored reward of weight 0 (the format monitor, say) counts in nothing the estimator reads: the
     advantages are those of the same batch scored by the trained reward alone, whatever the monitor says, and
     a completion the trained reward did not score stays unscored where only the monitor scored it."""
+    from grpo_lambda import scored_batch
     from grpo_lambda.trainer import GRPOLambdaTrainer
     from grpo_lambda.trainer_config import GRPOLambdaConfig
     from trainer_batch import make_inputs, make_trainer
 
-    trainer = make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path, objective="grpo",
-                           advantage_estimator=name)
+    oar = {"advantage_estimator": "grpo", "oar_method": "gradient"} if name == "oar" else {"advantage_estimator": name}
+    trainer = make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path, objective="grpo", **oar)
     trainer.model.train()
     output = make_inputs(trainer, off_policy=False, with_ref=False)
     trained = torch.tensor([1.0, 0.0, math.nan, 0.5])
@@ -385,7 +392,7 @@ def test_a_weight_zero_reward_counts_in_no_estimators_returns(model_dir, tmp_pat
     def advantages(weights, *columns):
         trainer.reward_weights = torch.tensor(weights)
         trainer._rewards_per_func = torch.stack([trained, *map(torch.tensor, columns)], 1)
-        return trainer._estimate_advantages(dict(output))
+        return scored_batch.per_token_advantages(trainer, dict(output))
 
     alone = advantages([1.0])
     assert torch.isfinite(alone).all()

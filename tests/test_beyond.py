@@ -15,7 +15,8 @@ from transformers import PreTrainedTokenizerFast
 
 from grpo_lambda.oar import answer_and_reasoning_masks
 from grpo_lambda.objectives import high_entropy_mask
-from grpo_lambda.trainer import GRPOLambdaTrainer, uninformative_groups
+from grpo_lambda.scored_batch import uninformative_groups
+from grpo_lambda.trainer import GRPOLambdaTrainer
 from grpo_lambda.trainer_config import GRPOLambdaConfig
 from grpo_lambda.variants import variant_config_kwargs
 from trainer_batch import loss_grads_metrics, make_inputs

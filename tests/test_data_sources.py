@@ -69,6 +69,30 @@ def test_a_file_in_each_format_is_read_by_its_mapping_and_its_bad_rows_counted(t
     assert summary["skipped_by_reason"] == {"no problem or no usable answer": 1}
 
 
+def test_prepare_logs_its_summary_line_once(tmp_path, caplog):
+    """As found: prepare's 'kept N rows, dropped M' line was written twice (by the reader and by prepare)."""
+    path = write_source(tmp_path, "jsonl")
+    config = study.validate(with_dataset({"source": "file", "path": str(path), "fields": FIELDS, "answer_kind": "number"}))
+    caplog.set_level("INFO")
+    prepare.run(study.stage_settings(config, "prepare", dataset="mine"), str(tmp_path / "out" / "mine.jsonl"))
+    lines = [record.getMessage() for record in caplog.records if "kept 3 rows, dropped 1 of 4 rows" in record.getMessage()]
+    assert lines == [f"{path}: kept 3 rows, dropped 1 of 4 rows (1 no problem or no usable answer)"]
+
+
+@pytest.mark.parametrize(("name", "content", "what"), [
+    ("rows.jsonl", "", "no rows"), ("rows.jsonl", "\n  \n", "no rows"), ("rows.json", "[]", "no rows"),
+    ("rows.csv", "", "no header and no rows"),
+])
+def test_an_empty_file_is_called_empty(tmp_path, name, content, what):
+    """As found: an empty data file was refused as one whose columns lack the problem's ('its columns: none')."""
+    path = tmp_path / name
+    path.write_text(content)
+    with pytest.raises(study.ConfigError, match=rf"datasets\.mine\.path: {path} is empty: it holds {what}$"):
+        study.validate(with_dataset({"source": "file", "path": str(path)}))
+    with pytest.raises(ValueError, match=rf"^{path} is empty: it holds {what}$"):
+        registry.load_rows(registry.resolve({"source": "file", "path": str(path)}, "mine"))
+
+
 @pytest.mark.parametrize("fmt", ["jsonl", "json", "csv", "parquet", "disk"])
 def test_a_mapping_to_a_missing_column_is_refused_before_any_job_naming_it(tmp_path, fmt):
     path = write_source(tmp_path, fmt)

@@ -3,6 +3,7 @@ raw file read by a field mapping, and refuses data it cannot read a row of befor
 
 import importlib.util
 import json
+import re
 import subprocess
 import sys
 
@@ -111,3 +112,30 @@ def test_a_hub_id_is_read_as_a_hub_source_and_a_missing_local_file_is_named():
     local = example.data_spec("mine/train.jsonl", fields={}, answer_kind="text", split="train", hub_config=None,
                               revision=None)
     assert local["source"] == "file" and local["path"] == "mine/train.jsonl"
+
+
+@pytest.mark.slow
+def test_a_run_whose_rewards_are_all_zero_is_warned_of_and_can_be_stopped(tiny_model_dir, tmp_path):
+    """As found: an untrained model on a task it never answers trained with every reward 0, loss 0 and grad_norm 0,
+    and nothing said so. Now a run whose every step had no learning signal ends with a warning naming it (here 2
+    steps of an untrained tiny model, which boxes no answer); --stop-without-signal 1 ends it with exit status 1 at
+    the first such step, writing no model."""
+    common = ["--model", str(tiny_model_dir), "--steps", "2", "--batch", "4", "--generations", "4",
+              "--max-completion-length", "8"]
+    done = subprocess.run([sys.executable, "examples/train_one_cell.py", *common, "--out", str(tmp_path / "warned")],
+                          cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-3000:]
+    steps = [entry for entry in json.loads((tmp_path / "warned" / "log.json").read_text()) if "loss" in entry]
+    assert [(entry["reward"], entry["frac_reward_zero_std"]) for entry in steps] == [(0.0, 1.0), (0.0, 1.0)]
+    assert ("WARNING grpo_lambda.progress: all 2 logged steps: every reward was 0 (frac_reward_zero_std 1, mean "
+            "reward 0): the advantages are 0 and nothing is learned") in done.stderr
+
+    stopped = subprocess.run([sys.executable, "examples/train_one_cell.py", *common, "--stop-without-signal", "1",
+                              "--out", str(tmp_path / "stopped")], cwd=ROOT, capture_output=True, text=True, timeout=600)
+    assert stopped.returncode == 1, stopped.stdout[-3000:] + stopped.stderr[-3000:]
+    assert (  # a line of its own, after the progress bar's
+        "error: steps 1-1: every reward was 0 (frac_reward_zero_std 1, mean reward 0): the advantages are 0 and "
+        "nothing is learned. The task is beyond the model or the reward never fires: check prompt.txt and the "
+        "answers; training stopped after 1 such steps in a row (--stop-without-signal 1); no model written"
+    ) in re.split(r"[\r\n]", stopped.stderr)
+    assert not (tmp_path / "stopped" / "model").exists()

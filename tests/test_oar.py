@@ -1,4 +1,4 @@
-"""OAR in the trainer (`GRPOLambdaTrainer._oar_advantages`): which tokens are scored, against which answer, and how
+"""OAR in the trainer (the estimator "oar" of the trainer's hook, `grpo_lambda.scored_batch`): which tokens are scored, against which answer, and how
 the scores become A_i · w_t, on a scored batch written out by hand with the tiny character tokenizer (one token per
 character, so every position below is counted by hand from the text).
 
@@ -15,6 +15,7 @@ from datasets import Dataset
 from transformers import AutoTokenizer
 
 import grpo_lambda.oar as oar_module
+from grpo_lambda.scored_batch import per_token_advantages
 from grpo_lambda.trainer import GRPOLambdaTrainer
 from grpo_lambda.trainer_config import GRPOLambdaConfig
 
@@ -44,6 +45,13 @@ def build(model_dir, tmp_path, method, batch_size=2):
                                 args=args, train_dataset=Dataset.from_dict({"prompt": PROMPTS}),
                                 processing_class=tokenizer)
     return trainer, tokenizer
+
+
+def oar_advantages(trainer, output):
+    """The advantages the trainer's hook gives a scored batch with oar_method set (the estimators "oar", then
+    "grpo"); the rewards do not enter them."""
+    trainer._rewards_per_func = torch.zeros(output["completion_ids"].size(0), 1)
+    return per_token_advantages(trainer, output)
 
 
 def scored_batch(tokenizer, rows=ROWS):
@@ -113,7 +121,7 @@ def run_with_spy(model_dir, tmp_path, monkeypatch, method):
     spy = ImportanceSpy(trainer.model.get_input_embeddings(), full_ids)
     monkeypatch.setattr(oar_module, f"oar_{method}_importance", getattr(spy, method))
     trainer._metrics["train"].clear()
-    return trainer._oar_advantages(output), output, spy
+    return oar_advantages(trainer, output), output, spy
 
 
 @pytest.mark.parametrize("method", ["gradient", "perturbation"])
@@ -197,7 +205,7 @@ def test_oar_scores_equal_an_independent_computation_on_the_tiny_model(model_dir
 
     monkeypatch.setattr(oar_module, "oar_weights", weights_spy)
     torch.manual_seed(11)
-    trainer._oar_advantages(output)
+    oar_advantages(trainer, output)
     assert len(captured) == 1
     importance, reasoning = captured[0]
     scored = [row for row, (_, _, advantage) in enumerate(ROWS) if advantage != 0 and len(REASONING[row])]
@@ -322,9 +330,9 @@ def test_the_reference_reading_scores_every_completion_token_against_the_appende
 
     monkeypatch.setattr(oar_module, f"oar_{method}_importance", spy)
     with pytest.raises(ValueError, match="reference answer per scored row"):
-        trainer._oar_advantages(output)  # no references handed over
+        oar_advantages(trainer, output)  # no references handed over
     trainer._oar_references = REFERENCES
-    advantages = trainer._oar_advantages(output)
+    advantages = oar_advantages(trainer, output)
     scored = [row for row, (_, _, advantage) in enumerate(ROWS) if advantage != 0]
     assert len(seen) == len(scored) == 4  # row 4 has no reasoning under the own-answer reading; here it has
     equals = tokenizer.convert_tokens_to_ids("=")

@@ -2,6 +2,7 @@
 
 import json
 import subprocess
+from pathlib import Path
 
 import pytest
 import yaml
@@ -100,6 +101,10 @@ def test_the_study_stages_follow_the_rules_order_and_paths():
     assert train[train.index("--cell") + 1] == "R/tiny/arith/recent-trace-0.99/seed0"
     assert json.loads(train[train.index("--settings") + 1]) == study.stage_settings(
         config, "train", model="tiny", dataset="arith", variant="recent-trace-0.99")
+    assert "--threads" not in train
+    # the small study's stages that train or evaluate run one torch thread each (the others take none)
+    threaded = {label: command[-2:] == ["--threads", "1"] for label, command in preflight.study_commands(config, threads=1)}
+    assert threaded == {label: label.startswith(("sft/", "train/", "evaluate/")) for label in labels}
 
 
 @pytest.mark.slow
@@ -118,15 +123,70 @@ def test_the_study_check_runs_every_stage_and_reads_the_accuracies(tmp_path):
                                 study_config=str(path))
     try:
         reason, details = preflight.check_study(context)
-    except preflight.Fail as failure:  # RL may not beat SFT in 2 steps; every stage must still have run
-        reason, details = str(failure), None
-        assert "RL did not beat SFT" in reason, reason
+    except preflight.Fail as failure:  # RL may not beat SFT in 2 steps, nor anything be learned on 1 SFT epoch;
+        reason, details = str(failure), None  # every stage must still have run
+        assert "RL did not beat SFT" in reason or "nothing was learned" in reason, reason
     accuracy = preflight.study_accuracies({**study.load(path), "seeds": [0],
                                            "results": str(tmp_path / "work" / "study")})
     assert set(accuracy) == {"sft", "grpo", "recent-trace-0.99"}
     assert all(0 <= value <= 1 for value in accuracy.values())
     assert (tmp_path / "work" / "study" / "tables" / "table1.csv").is_file()
     assert f"accuracy sft {accuracy['sft']:.3f}" in reason
+
+
+def fake_study_results(config: dict, *, accuracy: dict, flat: dict) -> None:
+    """A results tree as the study's stages leave it, written by hand: each arm's evaluation summaries at the
+    accuracy given, and each RL cell's train_log.csv with its steps at the share of groups with equal rewards
+    given for its variant (TRL's frac_reward_zero_std)."""
+    from grpo_lambda import files, layout
+
+    results = Path(config["results"])
+    for model in config["models"]:
+        for dataset in study.model_datasets(config, model):
+            for benchmark in config["benchmarks"]:
+                files.write_json(results / layout.sft_evaluation(model, dataset, benchmark, "json"),
+                                 {"accuracy": accuracy["sft"]})
+    for cell in study.rl_cells(config):
+        variant = cell["variant"]
+        for benchmark in config["benchmarks"]:
+            files.write_json(results / layout.evaluation(cell["model"], cell["dataset"], variant, cell["seed"], "final",
+                                                         benchmark, "json"), {"accuracy": accuracy[variant]})
+        rows = "".join(f"{step},0.0,{flat[variant]},0.0\n" for step in range(1, config["rl"]["max_steps"] + 1))
+        files.write_text(results / layout.train_log(cell["model"], cell["dataset"], variant, cell["seed"]),
+                         "step,loss,frac_reward_zero_std,reward\n" + rows)
+
+
+@pytest.mark.parametrize(("accuracy", "flat", "verdict"), [
+    ({"sft": 0.0, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": 1.0, "recent-trace-0.99": 1.0}, "no-go"),
+    ({"sft": 0.05, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": 1.0, "recent-trace-0.99": 1.0}, "go"),
+    ({"sft": 0.0, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": 1.0, "recent-trace-0.99": 0.5}, "go"),
+])
+def test_the_small_study_says_no_go_when_it_learned_nothing_naming_why(tmp_path, monkeypatch, accuracy, flat, verdict):
+    """As found: 'go' on a study whose own line read accuracy sft 0.000, grpo 0.000, recent-trace-0.99 0.000 and
+    100% of groups with equal rewards. Now that is a failed study check, naming why; an arm above 0, or one RL step
+    with a group whose rewards differ, is something learned. The stages are not run: their results are written."""
+    monkeypatch.setattr(preflight, "_run_logged", lambda *args, **kwargs: None)
+    context = preflight.Context(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=tmp_path, study_config=None)
+    config = preflight.small_study(study.load(ROOT / preflight.DEFAULT_STUDY))
+    config.update(seeds=[0], results=str(tmp_path / "study"))
+    fake_study_results(config, accuracy=accuracy, flat=flat)
+    if verdict == "go":
+        reason, details = preflight.check_study(context)
+        assert details["accuracy"] == accuracy and "every RL cell logged its 2 steps" in reason
+        return
+    with pytest.raises(preflight.Fail) as failure:
+        preflight.check_study(context)
+    assert "accuracy sft 0.000, grpo 0.000, recent-trace-0.99 0.000; nothing was learned: accuracy 0 for every arm " \
+           "(sft, grpo, recent-trace-0.99) and every group of every RL step got equal rewards (2 cell(s), " \
+           "frac_reward_zero_std 1 throughout)" in str(failure.value)
+
+
+def test_nothing_learned_needs_both_zero_accuracy_and_no_signal():
+    cells = {"a": (2, True, 1.0), "b": (2, True, 1.0)}
+    assert preflight.nothing_learned({"sft": 0.0, "grpo": 0.0}, cells).startswith("nothing was learned")
+    assert preflight.nothing_learned({"sft": 0.0, "grpo": 0.01}, cells) is None
+    assert preflight.nothing_learned({"sft": 0.0, "grpo": 0.0}, {**cells, "b": (2, True, 0.75)}) is None
+    assert preflight.nothing_learned({"sft": 0.0, "grpo": 0.0}, {"a": (0, True, None)}) is None  # no steps: not told
 
 
 def _fake_checks(monkeypatch, behaviour: dict):

@@ -19,7 +19,8 @@ from grpo_lambda import config as study
 from grpo_lambda import fingerprint, prepare, train
 from grpo_lambda import trainer as trainer_module
 from grpo_lambda.grading import reward
-from grpo_lambda.trainer import GRPOLambdaTrainer, uninformative_groups
+from grpo_lambda.scored_batch import uninformative_groups
+from grpo_lambda.trainer import GRPOLambdaTrainer
 
 STEPS = 3
 

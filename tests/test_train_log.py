@@ -146,16 +146,16 @@ def test_steps_on_which_every_group_got_one_reward_are_warned_of_once(caplog):
     """As found: frac_reward_zero_std was 1 at every step (nothing to learn) and nothing said so."""
     from types import SimpleNamespace
 
-    from grpo_lambda.train import NO_SIGNAL_STEPS, NoLearningSignal
+    from grpo_lambda.progress import NO_SIGNAL_STEPS, NoLearningSignal
 
     callback = NoLearningSignal()
     flats = [1.0, 1.0, 0.5] + [1.0] * (NO_SIGNAL_STEPS + 3)
     for step, flat in enumerate(flats, 1):
         callback.on_log(None, SimpleNamespace(global_step=step, is_world_process_zero=True), None,
                         logs={"frac_reward_zero_std": flat, "reward": 0.0})
-    warnings = [record.message for record in caplog.records if "same reward" in record.message]
+    warnings = [record.getMessage() for record in caplog.records if "nothing is learned" in record.getMessage()]
     assert len(warnings) == 1  # once, after NO_SIGNAL_STEPS in a row (the first two were broken by step 3)
-    assert warnings[0].startswith(f"steps 4-{3 + NO_SIGNAL_STEPS}: every group's completions got the same reward")
+    assert warnings[0].startswith(f"steps 4-{3 + NO_SIGNAL_STEPS}: every reward was 0 (frac_reward_zero_std 1")
 
 
 def test_a_non_finite_loss_names_only_a_checkpoint_that_exists(tmp_path):

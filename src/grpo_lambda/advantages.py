@@ -1,11 +1,12 @@
-"""Per-token advantage estimators, as pure torch: one function each in ``ADVANTAGE_ESTIMATORS``.
+"""Per-token advantage estimators, in torch: one function each in ``ADVANTAGE_ESTIMATORS``, and a user's own.
 
 An estimator maps a scored group batch (`GroupBatch`: the training rewards, the completion masks, TRL's
 group-normalised advantage and, where it asks for them, per-token statistics of the policy) to a (B, T)
 advantage tensor. The trainer builds the batch once per generation batch and hands the estimator's result to
 the loss, which accepts (B, T) advantages for every objective. An estimator declares what it needs beyond the
-rewards and masks (``needs``: "completion_ids", or statistics that take a forward pass of the policy,
-"logps", "sum_pi_squared", "eos_probs"), so that the trainer computes nothing it does not use.
+rewards and masks (``needs``: "completion_ids", statistics that take a forward pass of the policy, "logps",
+"sum_pi_squared", "eos_probs", or OAR's "oar_weights"), so that the trainer computes nothing it does not use
+(`grpo_lambda.scored_batch` builds the batch and runs the estimators).
 
 - ``grpo``: A_{i,t} = A_i, TRL's group-normalised advantage (or OAR's reshaped A_i · w_t, when
   ``oar_method`` is set), broadcast over the completion.
@@ -16,22 +17,29 @@ rewards and masks (``needs``: "completion_ids", or statistics that take a forwar
   V(prefix) the mean reward of the group's completions that start with it, s the group's reward scale.
 - ``delta_v_bound`` (GRPO-λ paper, Lemma 1 and Appendix A.2): A_{i,t} = A_i + u_{i,t},
   u_{i,t} = 1 − Π_{k<t} (1 − π(EOS | y_{<k})), the lemma's upper bound on ΔV(s_t) = V(s_0) − V(s_t).
+- ``oar`` (OAR, arXiv 2601.07408): A_{i,t} = A_i · w_t, the token weights `grpo_lambda.oar` computes. Selected by
+  the variant key ``oar_method``, not by ``advantage_estimator``: it runs first, and the selected estimator reads
+  its (B, T) result as the batch's ``advantages`` (`estimator_chain`).
 
 docs/objectives.md gives each reading with its source. A new estimator is one function here and one line in
-``ADVANTAGE_ESTIMATORS``; the variant key ``advantage_estimator`` selects it.
+``ADVANTAGE_ESTIMATORS``, or a function of your own named ``module:function`` by ``advantage_estimator``
+(`user_estimator`; the contract: docs/rewards.md); the variant key ``advantage_estimator`` selects it.
 """
 
 from __future__ import annotations
 
 import math
 from dataclasses import dataclass
+import inspect
 from typing import Callable
 
 import torch
 
-# What an estimator may ask for beyond rewards and masks. The last three take a forward pass of the policy
-# (`token_statistics`), once per generation batch.
-STATISTICS = ("completion_ids", "logps", "sum_pi_squared", "eos_probs")
+from grpo_lambda import user_code
+
+# What an estimator may ask for beyond rewards and masks. Three take a forward pass of the policy
+# (`token_statistics`), once per generation batch; "oar_weights" takes OAR's passes (`grpo_lambda.oar`).
+STATISTICS = ("completion_ids", "logps", "sum_pi_squared", "eos_probs", "oar_weights")
 FORWARD_STATISTICS = ("logps", "sum_pi_squared", "eos_probs")
 # verl's ε in the OTB denominator.
 OTB_EPSILON = 1e-8
@@ -43,13 +51,19 @@ TRL_STD_EPSILON = 1e-4
 class GroupBatch:
     """One process's scored batch, in whole groups of ``group_size`` consecutive rows.
 
-    rewards        (B,) training reward of each completion (TRL's weighted sum); NaN: unscored
+    rewards        (B,) training reward of each completion: TRL's weighted sum Σ_f w_f r_f over the functions
+                   of ``rl.rewards`` (a weight-0 function adds nothing, a function that returned None for the
+                   row counts 0); NaN only where no function scored the row (`scored_rewards` gives them as 0, with
+                   their rows out of the mask, as the estimators here treat them)
     mask           (B, T) the completion tokens (0 after EOS, and for groups masked out)
-    advantages     (B,) TRL's group-normalised advantage, or (B, T) once OAR has reshaped it
-    group_size     the number of generations per prompt
+    advantages     (B,) TRL's group-normalised advantage A_i (finite: TRL counts an unscored row as reward 0),
+                   or (B, T) once OAR has reshaped it (``oar_method``)
+    group_size     the number of generations per prompt; rows i·group_size ... (i+1)·group_size − 1 are one
+                   prompt's group
     scale_rewards  TRL's scale_rewards ("group", "batch" or "none"): how A_i was scaled
     completion_ids (B, T), logps (B, T) log π(y_t), sum_pi_squared (B, T) Σ_v π_t(v)², eos_probs (B, T)
-                   π(EOS | y_{<t}): present when the estimator asks for them (``needs``)
+                   π(EOS | y_{<t}), oar_weights (B, T) OAR's w_t: present when the estimator asks for them
+                   (``needs``), None otherwise
     """
 
     rewards: torch.Tensor
@@ -61,6 +75,7 @@ class GroupBatch:
     logps: torch.Tensor | None = None
     sum_pi_squared: torch.Tensor | None = None
     eos_probs: torch.Tensor | None = None
+    oar_weights: torch.Tensor | None = None
 
 
 @dataclass(frozen=True)
@@ -73,22 +88,82 @@ class Estimator:
     grouped: bool = True
 
 
+def estimator(name: str) -> Estimator:
+    """The estimator `name` stands for: a line of ``ADVANTAGE_ESTIMATORS``, or a user's ``module:function``
+    (`user_estimator`). ValueError names what is wrong."""
+    if name in ADVANTAGE_ESTIMATORS:
+        return ADVANTAGE_ESTIMATORS[name]
+    if user_code.is_user_path(name):
+        return user_estimator(name)
+    raise ValueError(f"advantage_estimator: {name!r} is not registered; known: {', '.join(ADVANTAGE_ESTIMATORS)}, "
+                     "or your own module:function")
+
+
+def user_estimator(path: str) -> Estimator:
+    """The estimator of a user's ``module:function``: an `Estimator` the module defines, or a function
+    ``f(batch: GroupBatch) -> (B, T) tensor``, which may declare the statistics it reads in ``f.needs`` (a tuple of
+    `STATISTICS`) and ``f.grouped = False`` when it reads no row but its own. ValueError names the entry and what is
+    wrong: a module that does not import, a missing name, a signature that cannot take the batch, an unknown need."""
+    found = user_code.load(path, example="my_advantages:sign_advantage")
+    if isinstance(found, Estimator):
+        function, needs, grouped = found.function, found.needs, found.grouped
+    elif callable(found):
+        function, needs, grouped = found, getattr(found, "needs", ()), getattr(found, "grouped", True)
+    else:
+        raise ValueError(f"{path!r} is a {type(found).__name__}, not a function or an Estimator")
+    problem = _signature_problem(function)
+    if problem:
+        raise ValueError(f"{path!r}: {problem}")
+    if isinstance(needs, str) or not all(isinstance(need, str) for need in needs):
+        raise ValueError(f"{path!r}: its needs must be a tuple of names from {STATISTICS}, got {needs!r}")
+    unknown = [need for need in needs if need not in STATISTICS]
+    if unknown:
+        raise ValueError(f"{path!r} needs {unknown}, which no batch holds; it may ask for {', '.join(STATISTICS)}")
+    if not isinstance(grouped, bool):
+        raise ValueError(f"{path!r}: grouped must be True or False, got {grouped!r}")
+    return Estimator(function, needs=tuple(needs), grouped=grouped)
+
+
+def _signature_problem(function) -> str | None:
+    """Why ``function(batch)`` could not be called, or None."""
+    try:
+        parameters = list(inspect.signature(function).parameters.values())
+    except (TypeError, ValueError):
+        return None  # a builtin without a signature: the call will tell
+    positional = [p for p in parameters if p.kind in (p.POSITIONAL_ONLY, p.POSITIONAL_OR_KEYWORD)]
+    takes_any = any(p.kind is p.VAR_POSITIONAL for p in parameters)
+    batch = positional[0] if positional else None  # the parameter the batch is passed to
+    required = [p.name for p in parameters if p is not batch and p.default is p.empty
+                and p.kind not in (p.VAR_POSITIONAL, p.VAR_KEYWORD)]
+    if not positional and not takes_any:
+        return "it takes no positional argument; an advantage estimator is called as f(batch) with a GroupBatch"
+    if required:
+        return (f"it requires {required} besides the batch; an advantage estimator is called as f(batch) "
+                "with a GroupBatch")
+    return None
+
+
 def estimate_advantages(name: str, batch: GroupBatch) -> torch.Tensor:
-    """The (B, T) advantages of the registered estimator `name`, after checking the batch it is given."""
-    if name not in ADVANTAGE_ESTIMATORS:
-        raise ValueError(f"advantage_estimator: {name!r} is not registered; known: {', '.join(ADVANTAGE_ESTIMATORS)}")
-    estimator = ADVANTAGE_ESTIMATORS[name]
-    _check_batch(batch, estimator, name)
-    advantages = estimator.function(batch)
-    if advantages.shape != batch.mask.shape:
-        raise ValueError(f"advantage estimator {name!r} returned shape {tuple(advantages.shape)}, "
-                         f"expected {tuple(batch.mask.shape)}")
+    """The (B, T) advantages of estimator `name` (`estimator`), after checking the batch it is given; ValueError
+    when what it returns is not a finite (B, T) tensor."""
+    chosen = estimator(name)
+    _check_batch(batch, chosen, name)
+    advantages = chosen.function(batch)
+    if not isinstance(advantages, torch.Tensor) or advantages.shape != batch.mask.shape:
+        got = tuple(advantages.shape) if isinstance(advantages, torch.Tensor) else type(advantages).__name__
+        raise ValueError(f"advantage estimator {name!r} returned {got}, expected a tensor of shape "
+                         f"{tuple(batch.mask.shape)}")
+    bad = ~torch.isfinite(advantages)
+    if bad.any():  # the loss multiplies every token, masked ones too: NaN × 0 is NaN
+        raise ValueError(f"advantage estimator {name!r} returned {int(bad.sum())} NaN or infinite advantages "
+                         f"(of {advantages.numel()}); an unscored completion's reward is NaN (GroupBatch.rewards: "
+                         "`scored_rewards` gives it as 0)")
     return advantages
 
 
 def needs_forward(name: str) -> bool:
     """Whether estimator `name` reads statistics that take a forward pass of the policy."""
-    return any(need in FORWARD_STATISTICS for need in ADVANTAGE_ESTIMATORS[name].needs)
+    return any(need in FORWARD_STATISTICS for need in estimator(name).needs)
 
 
 # ---- the estimators ---------------------------------------------------------------------------------------
@@ -108,7 +183,7 @@ def otb_advantages(batch: GroupBatch) -> torch.Tensor:
     completion i. A group of one completion keeps A = G (no baseline), as verl's. Unscored rows (NaN reward)
     get 0 and count in no baseline. Not scaled by the group's standard deviation (verl's is not either).
     """
-    rewards, mask = _scored(batch)
+    rewards, mask = scored_rewards(batch)
     wide = _wide(batch.logps.dtype)
     pi = batch.logps.to(wide).exp()
     energy = (1.0 - 2.0 * pi + batch.sum_pi_squared.to(wide)) * mask
@@ -133,7 +208,7 @@ def tempo_advantages(batch: GroupBatch) -> torch.Tensor:
     if batch.scale_rewards == "batch":
         raise ValueError("advantage_estimator 'tempo' scales its TD term by the group's std: scale_rewards must be "
                          "'group' or 'none', got 'batch'")
-    rewards, mask = _scored(batch)
+    rewards, mask = scored_rewards(batch)
     scored = ~torch.isnan(batch.rewards)
     groups, size, length = rewards.numel() // batch.group_size, batch.group_size, mask.size(1)
     ids = batch.completion_ids.view(groups, size, length)
@@ -166,14 +241,28 @@ def delta_v_bound_advantages(batch: GroupBatch) -> torch.Tensor:
     return grpo_advantages(batch) + bound.to(batch.advantages.dtype)
 
 
-# Estimator name -> its function and what it reads: the one table a variant's ``advantage_estimator`` selects from
-# (grpo_lambda.variants.ADVANTAGE_ESTIMATOR_NAMES holds the names, torch-free, for the config's checks).
+def oar_advantages(batch: GroupBatch) -> torch.Tensor:
+    """OAR: A_{i,t} = A_i · w_t, w the token weights of `grpo_lambda.oar` (1 off the reasoning tokens)."""
+    return batch.advantages.unsqueeze(1) * batch.oar_weights.to(batch.advantages.dtype)
+
+
+# Estimator name -> its function and what it reads: the one table the trainer's hook runs (grpo_lambda.variants.
+# ESTIMATORS holds the names a variant's ``advantage_estimator`` selects, torch-free, for the config's checks).
 ADVANTAGE_ESTIMATORS = {
     "grpo": Estimator(grpo_advantages, grouped=False),
     "otb": Estimator(otb_advantages, needs=("logps", "sum_pi_squared")),
     "tempo": Estimator(tempo_advantages, needs=("completion_ids",)),
     "delta_v_bound": Estimator(delta_v_bound_advantages, needs=("eos_probs",)),
+    "oar": Estimator(oar_advantages, needs=("oar_weights",), grouped=False),  # selected by oar_method
 }
+# The estimators a variant key runs before the one advantage_estimator selects, in order: key -> estimator.
+RESHAPINGS = {"oar_method": "oar"}
+
+
+def estimator_chain(advantage_estimator: str, **variant_keys) -> list[str]:
+    """The estimators the trainer runs, in order: the reshapings whose key is set (``oar_method="gradient"``: OAR's
+    A_i · w_t), then `advantage_estimator`, each reading the one before as the batch's advantages."""
+    return [name for key, name in RESHAPINGS.items() if variant_keys.get(key) is not None] + [advantage_estimator]
 
 
 # ---- the statistics a forward pass gives ------------------------------------------------------------------
@@ -200,8 +289,9 @@ def token_statistics(logits: torch.Tensor, completion_ids: torch.Tensor, eos_tok
 
 # ---- helpers ----------------------------------------------------------------------------------------------
 
-def _scored(batch: GroupBatch):
-    """(rewards with NaN as 0, mask without the unscored rows), in at least float32."""
+def scored_rewards(batch: GroupBatch) -> tuple[torch.Tensor, torch.Tensor]:
+    """(the rewards with NaN as 0, the mask without the unscored rows), in at least float32: how the estimators
+    here read an unscored completion (NaN reward): it gets 0 and counts in no baseline."""
     wide = _wide(batch.advantages.dtype)
     scored = ~torch.isnan(batch.rewards)
     rewards = torch.nan_to_num(batch.rewards.to(wide), nan=0.0)

@@ -5,8 +5,9 @@ prefetch) either as JSON (--settings, what the rules pass: the settings are the 
 reruns exactly the cells it touches) or from a study's config files and, for a cell's stage, the cell's
 names (--configfile config/config.yaml --model tiny ...), for running a stage by hand. Every command that
 reads a config takes --configfile STUDY [OVERLAY ...], merged as Snakemake merges them, and --set
-KEY.PATH=VALUE overrides (as snakemake --config). grpo-lambda status shows where a running grid stands;
-grpo-lambda validate checks a config; grpo-lambda design-check says what its seeds can resolve.
+KEY.PATH=VALUE overrides (as snakemake --config set='KEY.PATH=VALUE ...'). grpo-lambda status shows where a
+running grid stands; grpo-lambda validate checks a config; grpo-lambda design-check says what its seeds can
+resolve; grpo-lambda plan summarises snakemake -n.
 """
 
 from __future__ import annotations
@@ -158,6 +159,12 @@ def cmd_design_check(args) -> None:
     print(design.render(table, config, args.pilot, effects), end="")
     if not table["reachable"].all():
         raise SystemExit(1)
+
+
+def cmd_plan(args) -> None:
+    from grpo_lambda import plan
+
+    raise SystemExit(plan.run(args.snakemake_args))
 
 
 def cmd_preflight(args) -> None:
@@ -471,6 +478,16 @@ def parser() -> argparse.ArgumentParser:
     sub.set_defaults(handler=cmd_design_check)
 
     sub = stages.add_parser(
+        "plan", help="what snakemake would run, summarised: jobs per rule, why, and what changed since the last run",
+        description="Runs snakemake -n with the arguments given (--configfile, --config, targets, --profile, ...) and "
+                    "prints the jobs per rule with Snakemake's reasons (output missing, after a job it needs, params "
+                    "or code changed, ...), then, rule by rule, what changed since the last run and the wildcards of "
+                    "the jobs that rerun. Exit status: Snakemake's (its own output when it fails).")
+    sub.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
+                     help="passed to snakemake -n as they are")
+    sub.set_defaults(handler=cmd_plan)
+
+    sub = stages.add_parser(
         "preflight", help="check a (GPU) node before a grid runs on it: one line per check, go/no-go, a JSON record",
         description="Checks, in order: package versions, CUDA, bf16, an all-reduce across the visible GPUs, the "
                     "hub (the config's models and datasets cached or reachable), free disk against the grid's "
@@ -597,6 +614,11 @@ def parser() -> argparse.ArgumentParser:
 
 def main(argv: list[str] | None = None) -> None:
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
+    argv = sys.argv[1:] if argv is None else list(argv)
+    if argv[:1] == ["plan"] and argv[1:2] not in (["-h"], ["--help"]):
+        # Snakemake's arguments, options first, pass through as they are (argparse's REMAINDER would take options
+        # only after a positional argument)
+        cmd_plan(argparse.Namespace(snakemake_args=argv[1:]))
     args = parser().parse_args(argv)
     from grpo_lambda.lifetime import end_with_job_shell
 

@@ -203,6 +203,30 @@ def compute(settings: dict, *, seed: int, base: str, data_path: str) -> dict:
     return {"hash": combined, **parts, **({"revisions": revisions} if revisions else {})}
 
 
+def user_code_sources(settings: dict) -> dict:
+    """The digests of the user's own code a train stage's settings name, so that a cell trained with one version
+    of it never resumes with another: ``user_reward_sources`` (each ``module:function`` of ``rl.rewards``: the
+    file that defines it) and ``user_estimator_sources`` (the variant's ``advantage_estimator`` when it is a
+    ``module:function``: its module's file and the file that defines the function). Only those present: {} when
+    the settings name no code of the user's."""
+    from grpo_lambda import user_code
+    from grpo_lambda.grading import reward
+
+    found = {}
+    if isinstance(settings.get("rl"), dict):
+        rewards = reward.source_digest(reward.reward_specs(settings["rl"]))
+        if rewards:
+            found["user_reward_sources"] = rewards
+    estimator = (settings.get("variant") or {}).get("advantage_estimator")
+    if user_code.is_user_path(estimator):
+        from grpo_lambda.advantages import user_estimator
+
+        function = user_estimator(estimator).function  # imports the module
+        found["user_estimator_sources"] = {estimator: [user_code.module_digest(estimator),
+                                                       user_code.source_digest(function)]}
+    return found
+
+
 def recorded(state_dir: str | os.PathLike) -> dict | None:
     path = Path(state_dir) / FILE_NAME
     try:

@@ -1,5 +1,6 @@
-r"""OAR's per-token advantages on TRL's scored batch: A_{i,t} = A_i · w_t ("gradient": OAR-G,
-"perturbation": OAR-P), computed once per generation batch with the policy that generated it.
+r"""OAR's token weights on TRL's scored batch, w_t of its per-token advantages A_{i,t} = A_i · w_t ("gradient":
+OAR-G, "perturbation": OAR-P; the estimator "oar" of `grpo_lambda.advantages` multiplies), computed once per
+generation batch with the policy that generated it.
 
 P_final scores, by default, the completion's own final answer (``oar_pfinal: own_answer``: the paper's "how much
 each token influences the model's final answer"); ``oar_pfinal: reference`` is the authors' code instead: the
@@ -25,11 +26,12 @@ from grpo_lambda.grading.extract import boxed_span
 from grpo_lambda.objectives import oar_gradient_importance, oar_perturbation_importance, oar_weights
 
 
-def oar_advantages(model, tokenizer, output: dict, args, temperature: float,
-                   references: list | None = None) -> tuple[torch.Tensor, float | None]:
-    """(B, T) advantages A_i · w_t of a scored batch, and the mean over the scored rows of their largest
-    weight (None when no row was scored). w comes from OAR on the rows whose advantage and reasoning are
-    not empty, ``args.per_device_train_batch_size`` rows per forward pass.
+def oar_token_weights(model, tokenizer, output: dict, args, temperature: float,
+                      references: list | None = None) -> tuple[torch.Tensor, float | None]:
+    """(B, T) token weights w_t of a scored batch (float32; 1 on the tokens OAR does not weigh), and the mean over
+    the scored rows of their largest weight (None when no row was scored). w comes from OAR on the rows whose
+    advantage and reasoning are not empty, ``args.per_device_train_batch_size`` rows per forward pass; the
+    advantages are A_i · w_t (`grpo_lambda.advantages`, estimator "oar").
 
     model: the unwrapped policy; args: a GRPOLambdaConfig (its ``oar_*`` fields); temperature: the
     sampling temperature the logits are divided by, as in TRL; references: each row's reference answer, read
@@ -46,17 +48,19 @@ def oar_advantages(model, tokenizer, output: dict, args, temperature: float,
         scored = output
         answer, reasoning = answer_and_reasoning_masks(token_texts(tokenizer, output["completion_ids"]),
                                                        completion_mask, args.oar_answer_tokens)
-    weights = torch.ones(reasoning.shape, dtype=torch.float32, device=completion_mask.device)
+    # as wide as the reading's sequences, and at least as the completions (the reference reading's may be narrower
+    # than a batch padded wider than its longest unmasked row)
+    weights = torch.ones(reasoning.size(0), max(reasoning.size(1), width), dtype=torch.float32,
+                         device=completion_mask.device)
     rows = ((advantages != 0) & reasoning.any(-1)).nonzero().squeeze(1)
-    if len(rows) == 0:  # (split would still hand back one empty chunk)
-        return advantages.unsqueeze(1) * weights.to(advantages.dtype), None
-    for chunk in rows.split(args.per_device_train_batch_size):
+    max_weight = None
+    for chunk in rows.split(args.per_device_train_batch_size) if len(rows) else ():  # split gives one empty chunk
         importance = _importance(model, tokenizer, scored, chunk, answer[chunk], reasoning[chunk], args, temperature)
-        weights[chunk] = oar_weights(importance, reasoning[chunk], quantile=args.oar_quantile,
-                                     boost=args.oar_boost).to(weights.dtype)
-    max_weight = weights[rows].amax(-1).mean().item()
-    weights = weights[:, :width]  # the reference reading's appended tokens are no completion tokens
-    return advantages.unsqueeze(1) * weights.to(advantages.dtype), max_weight
+        weights[chunk, :reasoning.size(1)] = oar_weights(importance, reasoning[chunk], quantile=args.oar_quantile,
+                                                         boost=args.oar_boost).to(weights.dtype)
+    if len(rows):
+        max_weight = weights[rows].amax(-1).mean().item()
+    return weights[:, :width], max_weight  # the reference reading's appended tokens are no completion tokens
 
 
 def _importance(model, tokenizer, output, rows, answer, reasoning, args, temperature):

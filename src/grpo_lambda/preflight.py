@@ -19,10 +19,11 @@ One line per check (ok, fail or skip, and why), then a go/no-go and a JSON recor
 
 --quick skips the last three (the slow ones); once a check has failed (the verdict is no-go whatever
 follows) the slow ones are skipped too, saying so. --cpu is for a node without a GPU: the GPU checks are
-skipped instead of failed, and the study check runs a small built-in study (``small_study``: the default's,
-2 benchmarks of 20 problems, a 200-row SFT epoch, 2 RL steps: every stage must run and every RL step be
-logged with a finite loss, RL need not beat SFT) unless --study-config names one, so that the whole run
-answers in minutes on 2 cores. A slow check prints a line as each stage starts and every
+skipped instead of failed, and the study check runs a small built-in study (``small_study``: the default's
+task at its first level, a 2-layer model, 240 SFT steps on 128 sums, 2 RL steps, 2 benchmarks of 20 problems:
+every stage must run and every RL step be logged with a finite loss, RL need not beat SFT) unless
+--study-config names one, so that the whole run answers in minutes on 2 cores. Any study that learned nothing
+(accuracy 0 for every arm and every RL group's rewards equal: ``nothing_learned``) is a no-go, naming why. A slow check prints a line as each stage starts and every
 ``PROGRESS_SECONDS`` while one runs. The record is written after every check (a partial one on Ctrl-C,
 marked ``interrupted``). It is a CLI stage rather than a script so that the jobs' own environment runs it,
 as one job of the cluster (`srun --gpus 4 grpo-lambda preflight --configfile config/paper.yaml`).
@@ -53,10 +54,12 @@ STEP_VARIANTS = ("grpo-lambda-recent", "grpo-lambda-absolute")
 PROGRESS_SECONDS = 30
 # The study --cpu runs unless --study-config names one: config/config.yaml made small enough to run every stage
 # in a few minutes on 2 cores (the default's 940-step SFT alone takes 15 on them).
-SMALL_STUDY = {"datasets": {"arith": {"n": 200}}, "sft": {"num_train_epochs": 1},
-               "rl": {"max_steps": 2, "per_device_train_batch_size": 8, "max_completion_length": 32, "save_steps": 5,
+SMALL_STUDY = {"models": {"tiny": {"tiny": {"num_hidden_layers": 2, "intermediate_size": 256}}},
+               "datasets": {"arith": {"n": 128, "levels": [1], "carry_error_rate": 0.5}},
+               "sft": {"num_train_epochs": 30, "learning_rate": 3.0e-3, "max_length": 96},
+               "rl": {"max_steps": 2, "per_device_train_batch_size": 16, "max_completion_length": 48, "save_steps": 5,
                       "log_completions": None},
-               "evaluation": {"max_new_tokens": 32}}
+               "evaluation": {"max_new_tokens": 48}}
 SMALL_BENCHMARKS = 2
 SMALL_BENCHMARK_ROWS = 20
 DEFAULT_STUDY = "config/config.yaml"
@@ -433,7 +436,9 @@ def check_study(context):
     if context.small_study:
         config = small_study(config)
     config.update(seeds=[0], results=str(context.work / "study"))
-    commands = study_commands(config)
+    # one torch thread a stage on a CPU: the stages run one after another, and two threads on two busy cores spin
+    # (measured here: the small study's SFT took 97 s of processor time for half its steps with 2, 22 s with 1)
+    commands = study_commands(config, threads=1 if context.small_study else None)
     times = {}
     for index, (label, command) in enumerate(commands, 1):
         log = context.work / "study" / "logs" / f"{label.replace('/', '_')}.log"
@@ -443,18 +448,21 @@ def check_study(context):
         times[label] = round(time.perf_counter() - start, 1)
     context.study_results = Path(config["results"])
     accuracy = study_accuracies(config)
+    logs = study_train_logs(config)
     words = (("the small built-in study (--cpu): " if context.small_study else "")
              + f"{len(commands)} stages in {sum(times.values()):.0f} s; accuracy "
              + ", ".join(f"{arm} {value:.3f}" for arm, value in accuracy.items()))
-    details = {"seconds": times, "accuracy": accuracy, "results": config["results"], "small": context.small_study}
-    if context.small_study:  # 2 RL steps on a 1-epoch SFT model judge no accuracy: every step must have run
-        logs = study_train_logs(config)
-        details["train_logs"] = logs
-        steps = config["rl"]["max_steps"]
-        short = [f"{cell} ({logged} of {steps} steps{'' if finite else ', a loss not finite'})"
-                 for cell, (logged, finite, _) in logs.items() if logged != steps or not finite]
-        if short:
-            raise Fail(words + f"; RL cells without their steps: {', '.join(short)}")
+    details = {"seconds": times, "accuracy": accuracy, "results": config["results"], "small": context.small_study,
+               "train_logs": logs}
+    steps = config["rl"]["max_steps"]
+    short = [f"{cell} ({logged} of {steps} steps{'' if finite else ', a loss not finite'})"
+             for cell, (logged, finite, _) in logs.items() if logged != steps or not finite]
+    if short and context.small_study:  # its settings log every step
+        raise Fail(words + f"; RL cells without their steps: {', '.join(short)}")
+    nothing = nothing_learned(accuracy, logs)
+    if nothing:
+        raise Fail(words + f"; {nothing}")
+    if context.small_study:  # 2 RL steps judge no accuracy: every step must have run, and something been learned
         flat = [share for _, _, share in logs.values() if share is not None]
         return (words + f"; every RL cell logged its {steps} steps with finite losses"
                 + (f" (groups with equal rewards: {sum(flat) / len(flat):.0%})" if flat else "")
@@ -463,6 +471,21 @@ def check_study(context):
     if behind:
         raise Fail(words + f"; RL did not beat SFT: {', '.join(behind)}")
     return words, details
+
+
+def nothing_learned(accuracy: dict, train_logs: dict) -> str | None:
+    """Why a study learned nothing, or None: every arm's accuracy (SFT's and each variant's, ``study_accuracies``)
+    is 0 and every RL step of every cell had all of its groups' rewards equal (``study_train_logs``: TRL's
+    frac_reward_zero_std 1 throughout), so no advantage was ever nonzero. Stages that run and learn nothing check
+    nothing a grid needs."""
+    flat = [share for _, _, share in train_logs.values()]
+    if not accuracy or any(value > 0 for value in accuracy.values()):
+        return None
+    if not flat or any(share is None or share < 1.0 for share in flat):
+        return None
+    return (f"nothing was learned: accuracy 0 for every arm ({', '.join(accuracy)}) and every group of every RL step "
+            f"got equal rewards ({len(flat)} cell(s), frac_reward_zero_std 1 throughout), so every advantage was 0: "
+            "the SFT model never reaches a rewarded answer (check the model's prompt.txt, the answers and the reward)")
 
 
 def small_study(config: dict) -> dict:
@@ -500,9 +523,10 @@ def study_train_logs(config: dict) -> dict:
     return found
 
 
-def study_commands(config: dict) -> list[tuple[str, list[str]]]:
+def study_commands(config: dict, threads: int | None = None) -> list[tuple[str, list[str]]]:
     """The default study's stages for its seeds as the workflow's rules run them (their --settings JSON),
-    in an order that respects the DAG. For configs of its kind: tiny or local models, SFT on the training
+    in an order that respects the DAG; ``threads``: the torch threads of the stages that train or evaluate (the
+    rules' --threads; None: torch's default). For configs of its kind: tiny or local models, SFT on the training
     sets' solutions, final evaluations only."""
     from grpo_lambda import config as study
     from grpo_lambda import layout
@@ -514,6 +538,7 @@ def study_commands(config: dict) -> list[tuple[str, list[str]]]:
         return json.dumps(study.stage_settings(config, stage, **cell), sort_keys=True)
 
     benches = [f"{results}/bench/{benchmark}.jsonl" for benchmark in config["benchmarks"]]
+    threaded = ["--threads", str(threads)] if threads else []
     commands = []
     for model, spec in config["models"].items():
         if study.sft_uses_self_distillation(config, model) or study.sft_is_shared(config, model):
@@ -532,20 +557,21 @@ def study_commands(config: dict) -> list[tuple[str, list[str]]]:
             sft_model = f"{results}/{study.sft_folder(config, model, dataset)}/model"
             commands.append((f"sft/{model}/{dataset}", [
                 *cli, "sft", "--settings", settings("sft", model=model, dataset=dataset), "--base", base,
-                "--data", f"{results}/data/{dataset}.jsonl", "--out", sft_model]))
+                "--data", f"{results}/data/{dataset}.jsonl", "--out", sft_model, *threaded]))
             commands.append((f"evaluate/{model}/{dataset}/sft", [
                 *cli, "evaluate", "--settings", settings("evaluate", model=model, dataset=dataset, variant="sft"),
                 "--checkpoint", sft_model, "--bench", *benches,
-                "--out-dir", f"{results}/{layout.sft(model, dataset)}/eval/final"]))
+                "--out-dir", f"{results}/{layout.sft(model, dataset)}/eval/final", *threaded]))
     for cell in study.rl_cells(config):
         model, dataset, variant, seed = cell["model"], cell["dataset"], cell["variant"], str(cell["seed"])
         folder = f"{results}/{layout.cell(model, dataset, variant, seed)}"
-        commands.append((f"train/{layout.cell(model, dataset, variant, seed)}", train_command(
-            config, model, dataset, variant, seed, f"{results}/{study.sft_folder(config, model, dataset)}/model")))
+        commands.append((f"train/{layout.cell(model, dataset, variant, seed)}", [*train_command(
+            config, model, dataset, variant, seed, f"{results}/{study.sft_folder(config, model, dataset)}/model"),
+            *threaded]))
         commands.append((f"evaluate/{layout.cell(model, dataset, variant, seed)}", [
             *cli, "evaluate", "--settings", settings("evaluate", model=model, dataset=dataset, variant=variant),
             "--checkpoint", f"{folder}/model", "--bench", *benches, "--out-dir", f"{folder}/eval/final",
-            "--seed", seed, "--step", "final"]))
+            "--seed", seed, "--step", "final", *threaded]))
     whole = json.dumps(config, sort_keys=True)
     commands.append(("aggregate", [*cli, "aggregate", "--settings", whole, "--results", results,
                                    "--out", f"{results}/tables"]))

@@ -1,4 +1,5 @@
-"""Progress of a long loop: a tqdm bar on a terminal, one log line per step of N % in a job log."""
+"""Progress of a long loop: a tqdm bar on a terminal, one log line per step of N % in a job log; and the warning
+(or stop) when RL steps have no learning signal."""
 
 from __future__ import annotations
 
@@ -13,6 +14,8 @@ log = logging.getLogger(__name__)
 
 # A job log gets one line each time a loop crosses another such share of its total.
 LINE_EVERY = 0.1
+# Logged steps in a row on which every group's rewards were equal before NoLearningSignal warns.
+NO_SIGNAL_STEPS = 5
 
 
 def interactive() -> bool:
@@ -67,6 +70,59 @@ class ProgressLines(TrainerCallback):
         log.info("%s: step %d/%d (%.0f%%)%s, %.1f s/step, %.0f s left", self.description, state.global_step,
                  state.max_steps, 100 * share, f", {metrics}" if metrics else "", per_step,
                  per_step * (state.max_steps - state.global_step))
+
+
+class NoLearningSignalError(RuntimeError):
+    """Training stopped by ``NoLearningSignal(stop_after=N)``: N logged steps in a row without learning signal."""
+
+
+class NoLearningSignal(TrainerCallback):
+    """Say so when RL steps learn nothing: every group's completions got the same reward (TRL's
+    frac_reward_zero_std = 1), so every advantage is 0. A warning after NO_SIGNAL_STEPS logged steps in a row,
+    and at the end of a run whose every logged step was so (a short run included); with ``stop_after`` N, a
+    NoLearningSignalError at the N-th such step in a row instead of training on. Every process decides alike (the
+    logs are the gathered ones); the main one writes the warnings."""
+
+    def __init__(self, stop_after: int | None = None):
+        if stop_after is not None and (isinstance(stop_after, bool) or not isinstance(stop_after, int)
+                                       or stop_after < 1):
+            raise ValueError(f"stop_after must be a positive whole number or None, got {stop_after!r}")
+        self.stop_after, self.warned = stop_after, False
+        self.flat_in_a_row, self.logged, self.flat_rewards = 0, 0, []  # the mean reward of each step without signal
+
+    def on_log(self, args, state, control, logs=None, **kwargs):
+        flat = (logs or {}).get("frac_reward_zero_std")
+        if flat is None:
+            return
+        self.logged += 1
+        self.flat_in_a_row = self.flat_in_a_row + 1 if flat >= 1.0 else 0
+        if flat >= 1.0:
+            self.flat_rewards.append(logs.get("reward"))
+        if self.stop_after is not None and self.flat_in_a_row >= self.stop_after:
+            raise NoLearningSignalError(f"{self._steps(state, self.flat_in_a_row)}: {self._why(logs.get('reward'))}; "
+                                        f"training stopped after {self.stop_after} such steps in a row")
+        if self.flat_in_a_row == NO_SIGNAL_STEPS and not self.warned and state.is_world_process_zero:
+            self.warned = True
+            log.warning("%s: %s", self._steps(state, NO_SIGNAL_STEPS), self._why(logs.get("reward")))
+
+    def on_train_end(self, args, state, control, **kwargs):
+        if self.logged and len(self.flat_rewards) == self.logged and not self.warned and state.is_world_process_zero:
+            self.warned = True
+            rewards = [reward for reward in self.flat_rewards if reward is not None]
+            log.warning("all %d logged steps: %s", self.logged, self._why(max(rewards, default=None)))
+
+    @staticmethod
+    def _steps(state, count: int) -> str:
+        return f"steps {state.global_step - count + 1}-{state.global_step}"
+
+    @staticmethod
+    def _why(reward) -> str:
+        if reward == 0:
+            return ("every reward was 0 (frac_reward_zero_std 1, mean reward 0): the advantages are 0 and nothing is "
+                    "learned. The task is beyond the model or the reward never fires: check prompt.txt and the "
+                    "answers")
+        return (f"every group's completions got the same reward (frac_reward_zero_std 1, mean reward {reward}): the "
+                "advantages are 0 and nothing is learned. Reward 1: too easy; otherwise check the reward")
 
 
 def quiet_trainer_output(trainer, description: str) -> None:

@@ -83,30 +83,6 @@ class StopOnNonFiniteLoss(TrainerCallback):
                                          "Lower rl.learning_rate or check the rewards.")
 
 
-# Logged steps in a row on which every group's rewards were equal before NoLearningSignal warns.
-NO_SIGNAL_STEPS = 5
-
-
-class NoLearningSignal(TrainerCallback):
-    """Warn when every group's completions got the same reward (TRL's frac_reward_zero_std = 1) for
-    NO_SIGNAL_STEPS logged steps in a row: every advantage is 0 and the steps learn nothing."""
-
-    def __init__(self):
-        self.flat_in_a_row, self.warned = 0, False
-
-    def on_log(self, args, state, control, logs=None, **kwargs):
-        flat = (logs or {}).get("frac_reward_zero_std")
-        if flat is None or not state.is_world_process_zero:
-            return
-        self.flat_in_a_row = self.flat_in_a_row + 1 if flat >= 1.0 else 0
-        if self.flat_in_a_row == NO_SIGNAL_STEPS and not self.warned:
-            self.warned = True
-            log.warning("steps %d-%d: every group's completions got the same reward (frac_reward_zero_std 1, mean "
-                        "reward %s): the advantages are 0 and nothing is learned. Reward 0: the task is beyond the "
-                        "model or the reward never fires (check prompt.txt and the answers); reward 1: too easy",
-                        state.global_step - NO_SIGNAL_STEPS + 1, state.global_step, logs.get("reward"))
-
-
 class SaveSnapshots(TrainerCallback):
     """Save the model alone (no optimizer state) at the evaluation steps, for the evaluate stage.
 
@@ -314,12 +290,11 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
 
 
 def hashed_settings(settings: dict) -> dict:
-    """What the cell's fingerprint hashes as its settings: the stage's, and the source of each user reward
-    (``module:function``) it trains with, so that editing that code never resumes the old state."""
-    from grpo_lambda.grading import reward
-
-    sources = reward.source_digest(reward.reward_specs(settings["rl"]))
-    return {**settings, "user_reward_sources": sources} if sources else settings
+    """What the cell's fingerprint hashes as its settings: the stage's, and the source of the user's own code
+    (``module:function``: a reward, an advantage estimator) it trains with, so that editing that code never
+    resumes the old state (`fingerprint.user_code_sources`)."""
+    sources = fingerprint.user_code_sources(settings)
+    return {**settings, **sources} if sources else settings
 
 
 def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
@@ -362,7 +337,7 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     peft_config = lora_config(settings["model"].get("lora"))
     lora_base = base if peft_config else None
     snapshots = SaveSnapshots(settings["checkpoints"], cell / "checkpoints", lora_base=lora_base)
-    callbacks = [StopOnNonFiniteLoss(), NoLearningSignal(), snapshots, WriteTrainLog(cell / layout.TRAIN_LOG, log_columns)]
+    callbacks = [StopOnNonFiniteLoss(), progress.NoLearningSignal(), snapshots, WriteTrainLog(cell / layout.TRAIN_LOG, log_columns)]
     logged = settings["rl"].get("log_completions")
     if logged:
         callbacks.append(WriteCompletions(cell / completions.FOLDER, every=logged["every"],

@@ -16,17 +16,19 @@ loss equals TRL's GRPO loss. ``objective="ptrace"`` / ``"strace"`` are our readi
 ``history_scope``; λ = 0 is GRPO, scope "sequence" with λ = 1 is GSPO; S-trace gives credit only to the
 tokens whose entropy is at or above the batch's ``strace_quantile``).
 
-Three options act on the scored batch, before any loss, and combine with every objective:
+Three options act on the scored batch, before any loss, and combine with every objective (`grpo_lambda.scored_batch`,
+called once per generation batch from ``_generate_and_score_completions``):
 
 - ``dynamic_sampling``: DAPO's filter of groups whose training rewards (the weighted sum, weight-0 monitors
-  left out) are all equal (zero advantage, no signal). TRL 1.16 has none. Here the groups are masked out (their completion mask set to 0, the
-  token count of the ``dapo`` normalisation recomputed, ``dynamic_sampling/dropped_groups`` logged);
-  DAPO itself generates more groups until the batch is full, so its batches keep their size and ours
-  shrink.
-- ``oar_method``: OAR's per-token advantages A_{i,t} = A_i · w_t (`grpo_lambda.oar`).
+  left out) are all equal (zero advantage, no signal). TRL 1.16 has none. Here the groups are masked out (their
+  completion mask set to 0, the token count of the ``dapo`` normalisation recomputed,
+  ``dynamic_sampling/dropped_groups`` logged); DAPO itself generates more groups until the batch is full, so its
+  batches keep their size and ours shrink.
+- ``oar_method``: OAR's per-token advantages A_{i,t} = A_i · w_t (the estimator ``oar``; weights from `grpo_lambda.oar`).
 - ``advantage_estimator``: the (B, T) advantages every loss reads, from `grpo_lambda.advantages` (``grpo``:
-  TRL's A_i, or OAR's A_i · w_t, on every token; ``otb``, ``tempo``, ``delta_v_bound``; or one registered
-  there), with the statistics the estimator asks for (one forward pass of the policy, without gradient).
+  TRL's A_i, or OAR's A_i · w_t, on every token; ``otb``, ``tempo``, ``delta_v_bound``; one registered there, or a
+  user's ``module:function``), with the statistics the estimator asks for (one forward pass of the policy,
+  without gradient).
 
 The config is `grpo_lambda.trainer_config.GRPOLambdaConfig`; a pipeline variant becomes its arguments
 through `grpo_lambda.variants.variant_config_kwargs`.
@@ -34,15 +36,12 @@ through `grpo_lambda.variants.variant_config_kwargs`.
 
 from __future__ import annotations
 
-import math
-
 import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import nanmax, nanmin
 
-from grpo_lambda.advantages import (ADVANTAGE_ESTIMATORS, GroupBatch, estimate_advantages, needs_forward,
-                                    token_statistics)
-from grpo_lambda.oar import oar_advantages
+from grpo_lambda import scored_batch
+from grpo_lambda.advantages import needs_forward
 from grpo_lambda.objectives import LOSS_TYPES, policy_loss
 from grpo_lambda.trainer_config import GRPOLambdaConfig, objective_params
 
@@ -60,17 +59,18 @@ class GRPOLambdaTrainer(GRPOTrainer):
         if args.objective != "grpo":
             _check_supported(args)
         super().__init__(model, reward_funcs, args=args, **kwargs)
-        if args.oar_method is not None and (self.is_fsdp_enabled or _zero_stage(self.accelerator) == 3):
+        sharded = self.is_fsdp_enabled or _zero_stage(self.accelerator) == 3
+        if args.oar_method is not None and sharded:
             # OAR runs a data-dependent number of forward passes per process: sharded parameters would hang.
             raise ValueError("oar_method needs unsharded parameters: not supported with FSDP or DeepSpeed ZeRO-3")
-        if needs_forward(args.advantage_estimator) and (self.is_fsdp_enabled or _zero_stage(self.accelerator) == 3):
+        if sharded and needs_forward(args.advantage_estimator):
             raise ValueError(f"advantage_estimator {args.advantage_estimator!r} runs the unwrapped policy forward: "
                              "not supported with FSDP or DeepSpeed ZeRO-3")
         # objective "grpo" runs TRL's own loss and needs none.
         self.objective_params = objective_params(args) if args.objective != "grpo" else None
-        self._rewards_per_func = None  # the last batch's rewards, all processes (for dynamic sampling)
+        self._rewards_per_func = None  # the last batch's rewards, all processes (the estimators', dynamic sampling's)
 
-    # --- the scored batch: dynamic sampling and OAR ---------------------------------------------------
+    # --- the scored batch: dynamic sampling and the per-token advantages (grpo_lambda.scored_batch) ------------
 
     def _calculate_rewards(self, inputs, prompts, completions, completion_ids_list):
         rewards_per_func = super()._calculate_rewards(inputs, prompts, completions, completion_ids_list)
@@ -82,85 +82,8 @@ class GRPOLambdaTrainer(GRPOTrainer):
         self._oar_references = [row.get("answer") for row in inputs]
         output = super()._generate_and_score_completions(inputs)
         if self.model.training:  # TRL's own test for train vs eval
-            self._shape_scored_batch(output)
+            scored_batch.shape(self, output)
         return output
-
-    def _shape_scored_batch(self, output):
-        """Dynamic sampling, then the per-token advantages (OAR's reshaping included), on TRL's scored training
-        batch (in place)."""
-        if self.args.dynamic_sampling:
-            self._drop_uninformative_groups(output)
-        output["advantages"] = self._estimate_advantages(output)
-
-    def _estimate_advantages(self, output):
-        """(B, T) advantages of the configured estimator (`grpo_lambda.advantages`) on this process's rows.
-
-        Its input: the training rewards (TRL's weighted sum, NaN where no function of nonzero weight scored the
-        row, as in `uninformative_groups`), the loss mask, TRL's group-normalised advantage A_i, reshaped to
-        A_i · w_t first when OAR is on, and the statistics the estimator asks for (a forward pass of the policy as
-        it is now, which generated the batch).
-        """
-        name = self.args.advantage_estimator
-        estimator = ADVANTAGE_ESTIMATORS[name]
-        sequence_advantages = output["advantages"]
-        if self.args.oar_method is not None:
-            sequence_advantages = self._oar_advantages(output)
-        mask = output["completion_mask"]
-        if "tool_mask" in output:
-            mask = mask * output["tool_mask"]
-        local_rows = mask.size(0)
-        start = self.accelerator.process_index * local_rows  # TRL's process slice of the gathered rows
-        if estimator.grouped and (start % self.num_generations or local_rows % self.num_generations):
-            raise ValueError(f"advantage_estimator {name!r} needs whole groups on each process: {local_rows} rows "
-                             f"from row {start}, num_generations {self.num_generations}")
-        rewards_per_func = self._rewards_per_func[start:start + local_rows]
-        rewards = (rewards_per_func * self.reward_weights.to(rewards_per_func)).nansum(-1)
-        # unscored: no function of nonzero weight scored the row (a weight-0 monitor does not make it a 0 reward)
-        rewards[torch.isnan(rewards_per_func[:, self.reward_weights != 0]).all(-1)] = math.nan
-        statistics = self._token_statistics(output, estimator.needs) if needs_forward(name) else {}
-        if "completion_ids" in estimator.needs:
-            statistics["completion_ids"] = output["completion_ids"]
-        batch = GroupBatch(rewards=rewards, mask=mask, advantages=sequence_advantages,
-                           group_size=self.num_generations, scale_rewards=self.scale_rewards, **statistics)
-        return estimate_advantages(name, batch)
-
-    def _token_statistics(self, output, needs):
-        """`grpo_lambda.advantages.token_statistics` of the completions, by one forward pass without gradient of
-        the policy, ``per_device_train_batch_size`` rows at a time, logits divided by the temperature as TRL's."""
-        model = self.accelerator.unwrap_model(self.model)
-        input_ids = torch.cat([output["prompt_ids"], output["completion_ids"]], 1)
-        attention_mask = torch.cat([output["prompt_mask"], output["completion_mask"]], 1)
-        width = output["completion_ids"].size(1)
-        chunks = []
-        with torch.no_grad():
-            rows_in_order = torch.arange(input_ids.size(0), device=input_ids.device)
-            for rows in rows_in_order.split(self.args.per_device_train_batch_size):
-                # logits[:, i] predicts completion token i (TRL keeps logits_to_keep + 1 and drops the last)
-                logits = model(input_ids=input_ids[rows], attention_mask=attention_mask[rows], use_cache=False,
-                               logits_to_keep=width + 1).logits[:, :-1] / self.temperature
-                chunks.append(token_statistics(logits, output["completion_ids"][rows], self.eos_token_ids, needs))
-        return {key: torch.cat([chunk[key] for chunk in chunks]) for key in chunks[0]}
-
-    def _drop_uninformative_groups(self, output):
-        """Mask out this process's rows of the groups whose training rewards are all equal; log how many groups."""
-        dropped = uninformative_groups(self._rewards_per_func, self.reward_weights, self.num_generations)
-        local_rows = output["completion_ids"].size(0)
-        start = self.accelerator.process_index * local_rows  # TRL's process slice of the gathered rows
-        keep = ~dropped.repeat_interleave(self.num_generations)[start:start + local_rows]
-        completion_mask = output["completion_mask"] * keep.unsqueeze(1).to(output["completion_mask"].dtype)
-        output["completion_mask"] = completion_mask
-        loss_mask = completion_mask if "tool_mask" not in output else completion_mask * output["tool_mask"]
-        output["num_items_in_batch"] = self.accelerator.gather(loss_mask.sum()).sum()
-        self._metrics["train"]["dynamic_sampling/dropped_groups"].append(float(dropped.sum().item()))
-
-    def _oar_advantages(self, output):
-        """(B, T) advantages A_i · w_t (`grpo_lambda.oar`), with the policy as it is now."""
-        model = self.accelerator.unwrap_model(self.model)
-        advantages, max_weight = oar_advantages(model, self._tokenizer, output, self.args, self.temperature,
-                                                references=getattr(self, "_oar_references", None))
-        if max_weight is not None:
-            self._metrics["train"]["oar/max_weight"].append(max_weight)
-        return advantages
 
     # --- the loss ---------------------------------------------------------------------------------
 
@@ -283,35 +206,6 @@ def _global_masked_mean(trainer, x, mask):
 def _zero_stage(accelerator) -> int | None:
     plugin = getattr(accelerator.state, "deepspeed_plugin", None)
     return getattr(plugin, "zero_stage", None) if plugin is not None else None
-
-
-def uninformative_groups(rewards_per_func: torch.Tensor, reward_weights: torch.Tensor, group_size: int) -> torch.Tensor:
-    """True for each group of `group_size` consecutive rows whose training reward is the same on every row
-    (DAPO's filter: such a group has zero advantage). The training reward is the weighted sum of the reward
-    functions, as TRL's; a weight-0 function (logged only, such as the format monitor) cannot keep or drop a
-    group. A row none of whose weighted functions scored it (all NaN) is ignored, where TRL's sum counts it
-    as 0 once any function (a weight-0 one included) scored it: the two differ only for a user reward that
-    returns None; a group without any scored row counts as equal.
-
-    rewards_per_func: (N, F) as TRL's _calculate_rewards returns it; reward_weights: (F,). Returns
-    (N / group_size,) bool.
-    """
-    if rewards_per_func.dim() != 2 or rewards_per_func.size(0) % group_size:
-        raise ValueError(f"rewards_per_func must be (N, F) with N a multiple of {group_size}, "
-                         f"got {tuple(rewards_per_func.shape)}")
-    if reward_weights.shape != (rewards_per_func.size(1),):
-        raise ValueError(f"reward_weights must hold one weight per reward function ({rewards_per_func.size(1)}), "
-                         f"got shape {tuple(reward_weights.shape)}")
-    trained = reward_weights != 0
-    columns = rewards_per_func[:, trained]
-    weights = reward_weights[trained].to(columns)
-    reward = (columns * weights).nansum(-1)  # as TRL's advantage computes it
-    unscored = torch.isnan(columns).all(-1)
-    grouped = reward.view(-1, group_size)
-    missing = unscored.view(-1, group_size)
-    highest = grouped.masked_fill(missing, -math.inf).amax(1)
-    lowest = grouped.masked_fill(missing, math.inf).amin(1)
-    return highest <= lowest
 
 
 # Inputs that _get_per_token_logps_and_entropies forwards to multimodal models.

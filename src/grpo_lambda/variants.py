@@ -34,7 +34,8 @@ OBJECTIVES = {
 }
 # Advantage estimator -> what it is (docs/objectives.md has its formula): the names a variant's
 # ``advantage_estimator`` may take, checked here without torch; each one's function is its line in
-# grpo_lambda.advantages.ADVANTAGE_ESTIMATORS (a test keeps the two tables equal).
+# grpo_lambda.advantages.ADVANTAGE_ESTIMATORS (a test keeps the two tables equal, but for OAR's reshaping, which
+# oar_method selects). A user's own is written module:function (docs/rewards.md), checked by importing it.
 ESTIMATORS = {
     "grpo": "TRL's group-normalised advantage A_i (OAR's A_i · w_t with oar_method) on every token",
     "otb": "the optimal token baseline: G_t − Σ_j G_t W_t / Σ_j W_t, W the realised energy of the prefix",
@@ -155,11 +156,24 @@ def check_config_fields(config) -> None:
 
 
 def check_estimator_combination(estimator, oar_method) -> None:
-    """Raise ValueError unless `estimator` is registered (``ESTIMATORS``) and combines with `oar_method`: OAR
-    reshapes GRPO's sequence advantage A_i, which only the estimators built on A_i read."""
+    """Raise ValueError unless `estimator` is registered (``ESTIMATORS``) or a user's ``module:function`` that
+    imports and can take the batch (`grpo_lambda.advantages.user_estimator`, which imports torch), and combines
+    with `oar_method`: OAR reshapes GRPO's sequence advantage A_i, which only the estimators built on A_i read."""
+    from grpo_lambda.user_code import is_user_path
+
+    if is_user_path(estimator):
+        from grpo_lambda.advantages import user_estimator
+
+        try:
+            chosen = user_estimator(estimator)
+        except ValueError as error:
+            raise ValueError(f"advantage_estimator: {error}") from None
+        if "oar_weights" in chosen.needs and oar_method is None:
+            raise ValueError(f"advantage_estimator: {estimator!r} needs oar_weights, which OAR computes: set oar_method")
+        return
     if not isinstance(estimator, str) or estimator not in ESTIMATORS:
         raise ValueError(f"advantage_estimator: {estimator!r} is not an advantage estimator; known: "
-                         f"{', '.join(ESTIMATORS)} (grpo_lambda.variants.ESTIMATORS)")
+                         f"{', '.join(ESTIMATORS)} (grpo_lambda.variants.ESTIMATORS), or your own module:function")
     if oar_method is not None and estimator == "otb":
         raise ValueError("oar_method reshapes GRPO's advantage A_i, which advantage_estimator 'otb' does not use")
 

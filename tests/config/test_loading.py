@@ -149,6 +149,34 @@ def test_the_cli_and_snakemake_read_the_same_study_from_the_same_files_and_overr
     assert theirs["rl"]["num_generations"] == 8 and theirs["evaluation"]["samples"] == 2
 
 
+def test_snakemake_config_set_takes_the_clis_set_form(tmp_path, cli):
+    """One vocabulary: `snakemake --config set='KEY.PATH=VALUE ...'` is `grpo-lambda --set KEY.PATH=VALUE ...`."""
+    overrides = ["rl.max_steps=4", "models.tiny.system_prompt=Be brief", "seeds=[3]", "variants.grpo.epsilon_high=0.28"]
+    ours = subprocess.run([cli, "validate", "--show", "--configfile", str(CONFIG),
+                           *[word for text in overrides for word in ("--set", text)]],
+                          capture_output=True, text=True, timeout=120, cwd=tmp_path)
+    assert ours.returncode == 0, ours.stderr
+    theirs = _snakemake_config(tmp_path, ["--configfile", str(CONFIG), "--config",
+                                          "set=" + " ".join(shlex.quote(text) for text in overrides)])
+    assert json.loads(ours.stdout) == theirs
+    assert (theirs["rl"]["max_steps"], theirs["seeds"], theirs["models"]["tiny"]["system_prompt"]) == (4, [3], "Be brief")
+    assert theirs["variants"]["grpo"]["epsilon_high"] == 0.28
+
+
+def test_set_overrides_split_the_set_entry_and_keep_the_other_keys_first():
+    assert study.set_overrides({"seeds": ["0"], "set": "rl.max_steps=5 'models.tiny.system_prompt=a b'"}) == [
+        {"seeds": ["0"]}, "rl.max_steps=5", "models.tiny.system_prompt=a b"]
+    assert study.set_overrides({"rl": {"max_steps": "5"}}) == [{"rl": {"max_steps": "5"}}]
+    # Snakemake strips the quotes at both ends of a --config value: a last text quoted loses its closing one
+    with pytest.raises(study.ConfigError, match=r"^set=.*: its quotes do not pair up \(Snakemake strips"):
+        study.set_overrides({"set": "rl.max_steps=5 'models.tiny.system_prompt=a b"})
+    with pytest.raises(study.ConfigError, match=r"^set: expected KEY.PATH=VALUE texts separated by spaces"):
+        study.set_overrides({"set": {"rl": 5}})
+    # a bad key given so is named as any --config value is
+    with pytest.raises(study.ConfigError, match=r"^--config: invalid value at 'rl'.*'max_stepz' was unexpected"):
+        study.load_naming_source(CONFIG, [{"set": "rl.max_stepz=5"}], given_as="--config")
+
+
 def _plan(tmp_path, *words):
     return subprocess.run([sys.executable, "-m", "snakemake", "-n", "--snakefile", str(ROOT / "Snakefile"),
                            "--directory", str(tmp_path), *words], capture_output=True, text=True, timeout=300)

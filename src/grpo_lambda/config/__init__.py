@@ -10,7 +10,8 @@ cell's settings reruns that cell and nothing else.
 One module per job, each importing only those below it:
 
 ``loading``     ``load``: YAML files read (a key given twice refused) and merged as Snakemake merges them,
-                ``--set`` / ``--config`` overrides typed by the schema (``parse_override``, ``coerce_override``)
+                ``--set`` / ``--config`` overrides typed by the schema (``parse_override``, ``coerce_override``; ``--config set=``:
+                ``set_overrides``)
 ``validation``  ``validate``: the schema with its defaults, sweeps expanded, the cross-checks, the environment
 ``checks``      the cross-checks, one function each, run in the order of ``CHECKS`` (add a check there), and
                 ``check_design``, run where jobs are about to run: every comparison family can reject
@@ -27,7 +28,7 @@ The names other modules use are gathered here.
 
 from grpo_lambda.config.checks import check_design
 from grpo_lambda.config.loading import (coerce_override, load, load_naming_source, merge, override_value, parse_override,
-                                        read_yaml)
+                                        read_yaml, set_overrides)
 from grpo_lambda.config.schema import ConfigError, load_schema
 from grpo_lambda.config.settings import (SELF_DISTILL_DEFAULTS, TRL_MAX_COMPLETION_LENGTH, looks_local,
                                          model_checkpoints, model_datasets, model_variants, rl_cells, rl_settings, sft_folder,
@@ -39,5 +40,5 @@ from grpo_lambda.config.validation import check_environment, validate
 __all__ = ["ConfigError", "SELF_DISTILL_DEFAULTS", "TRL_MAX_COMPLETION_LENGTH", "check_design", "check_environment", "coerce_override",
            "load", "load_naming_source", "load_schema", "looks_local", "merge", "model_checkpoints", "model_datasets", "model_variants",
            "override_value", "parse_override", "read_yaml", "rl_cells", "rl_settings", "sft_folder", "sft_is_shared",
-           "sft_seed_of", "sft_seeds", "sft_set", "sft_settings", "sft_uses_self_distillation", "stage_settings", "trl_config_fields",
+           "set_overrides", "sft_seed_of", "sft_seeds", "sft_set", "sft_settings", "sft_uses_self_distillation", "stage_settings", "trl_config_fields",
            "trl_type_error", "validate"]

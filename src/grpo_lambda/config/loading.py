@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import copy
 import re
+import shlex
 from collections.abc import Mapping
 from pathlib import Path
 
@@ -51,8 +52,9 @@ def load(paths: str | Path | list, overrides=(), *, source: str | None = None) -
     it (``merge``, Snakemake's rule), and validate the result.
 
     ``overrides`` are ``KEY.PATH=VALUE`` texts (``grpo-lambda --set``) or mappings (what ``snakemake
-    --config`` parsed); their values are read as Snakemake reads ``--config`` and given the schema's
-    types (``coerce_override``). One path alone may be given as it is.
+    --config`` parsed, its ``set`` entry holding texts of the first kind: ``set_overrides``); their values are read
+    as Snakemake reads ``--config`` and given the schema's types (``coerce_override``). One path alone may be
+    given as it is.
     """
     paths = [paths] if isinstance(paths, (str, Path)) else list(paths)
     source = source or " + ".join(str(path) for path in paths)
@@ -63,7 +65,8 @@ def load(paths: str | Path | list, overrides=(), *, source: str | None = None) -
             raise ConfigError(f"{path}: the config must be a mapping, got {type(content).__name__}")
         merge(config, content)
     for override in overrides:
-        merge(config, coerce_override(override if isinstance(override, Mapping) else parse_override(override, config)))
+        for one in (set_overrides(override) if isinstance(override, Mapping) else [override]):
+            merge(config, coerce_override(one if isinstance(one, Mapping) else parse_override(one, config)))
     return validate(config, source=source)
 
 
@@ -116,6 +119,39 @@ def override_value(text: str):
     except yaml.YAMLError:
         return text
     return text if value is None else value
+
+
+# The key of ``snakemake --config`` that carries overrides in grpo-lambda --set's form (no config key has the name).
+SET_KEY = "set"
+
+
+def set_overrides(override: Mapping) -> list:
+    """``snakemake --config`` as Snakemake parsed it, with its ``set`` entry split into ``KEY.PATH=VALUE`` texts:
+    ``--config set='rl.max_steps=5 seeds=[0]'`` is ``grpo-lambda --set rl.max_steps=5 --set 'seeds=[0]'`` (the
+    texts separated by spaces, quoted as in a shell where a value holds one). The other keys come first, as a
+    mapping."""
+    rest = {key: value for key, value in override.items() if key != SET_KEY}
+    texts = override.get(SET_KEY)
+    if texts is None:
+        return [override]
+    if isinstance(texts, str):
+        texts = _split_set(texts)
+    if not isinstance(texts, list) or not all(isinstance(text, str) for text in texts):
+        raise ConfigError(f"{SET_KEY}: expected KEY.PATH=VALUE texts separated by spaces "
+                          f"(set='rl.max_steps=5 seeds=[0]'), got {override[SET_KEY]!r}")
+    return ([rest] if rest else []) + texts
+
+
+def _split_set(text: str) -> list[str]:
+    """``set``'s texts, split as a shell splits words. Snakemake strips every quote from both ends of a --config
+    value (snakemake.common.parse_key_value_arg): a text quoted for its spaces must not come first or last, or
+    its quotes no longer pair up (refused here), or it splits into pieces the schema refuses."""
+    try:
+        return shlex.split(text)
+    except ValueError:
+        raise ConfigError(f"{SET_KEY}={text!r}: its quotes do not pair up (Snakemake strips the quotes at both ends "
+                          "of a --config value: put a text quoted for its spaces between two others, or in a "
+                          "config overlay)") from None
 
 
 def parse_override(text: str, config: dict | None = None) -> dict:

@@ -373,12 +373,11 @@ def load_rows(source: str | dict, path: str | os.PathLike | None = None, *, limi
     ``limit`` usable rows. A line that is not UTF-8 or not JSON, or a row with no problem or no usable
     answer, is skipped, counted and named in the log (``path:line``); a repeated id is dropped when its
     answer agrees and an error naming both lines when it does not. ``summary`` (a
-    ``files.ReadSummary``) receives the counts.
+    ``files.ReadSummary``) receives the counts, and its caller logs them; without one, the counts are logged here.
     """
     spec = _registry_spec(source, path, "datasets") if isinstance(source, str) else source
     if limit is not None and (isinstance(limit, bool) or not isinstance(limit, int) or limit < 1):
         raise ValueError(f"limit must be a positive integer or None, got {limit!r}")
-    summary = summary if summary is not None else files.ReadSummary(where_from(spec))
 
     def usable():
         for index, (where, raw) in enumerate(_source_records(spec, summary)):
@@ -388,9 +387,12 @@ def load_rows(source: str | dict, path: str | os.PathLike | None = None, *, limi
             else:
                 yield where, row
 
+    reported_here = summary is None
+    summary = summary if summary is not None else files.ReadSummary(where_from(spec))
     rows = [row for _, row in itertools.islice(files.drop_duplicate_ids(usable(), summary), limit)]
     summary.rows = len(rows)
-    summary.report()
+    if reported_here:  # a caller's summary is logged by the caller, once, when it has everything
+        summary.report()
     return rows, summary.total_skipped + summary.duplicates
 
 
@@ -424,7 +426,10 @@ def source_columns(spec: dict, *, quiet: bool = False) -> set[str] | None:
         return _disk_dataset_columns(path, spec.get("split", "train"))
     if path.suffix == ".csv":
         with open(path, newline="", encoding="utf-8", errors="replace") as handle:
-            return set(next(csv.reader(handle), []))
+            header = next(csv.reader(handle), None)
+        if header is None:
+            raise ValueError(f"{spec['path']} is empty: it holds no header and no rows")
+        return set(header)
     if path.suffix == ".parquet":
         import pyarrow.parquet
 
@@ -436,16 +441,19 @@ def source_columns(spec: dict, *, quiet: bool = False) -> set[str] | None:
         records = iter(_json_document(path))
     else:
         return None
-    found = set()
+    found, seen = set(), 0
     try:
         for record in itertools.islice(records, PEEK_ROWS):
             if not isinstance(record, dict):
                 return None  # ORZ's pairs: read by their shape, not by fields
             found.update(record)
+            seen += 1
     finally:
         if peeked.lines and not quiet:
             log.warning("%s: %d bad rows skipped in reading its columns (%s)", path, peeked.total_skipped,
                         "; ".join(line.removesuffix("; skipped") for line in peeked.lines))
+    if not seen and not peeked.total_skipped:
+        raise ValueError(f"{spec['path']} is empty: it holds no rows")
     return found
 
 
@@ -528,6 +536,7 @@ def load_conversations(source: str | dict, path: str | os.PathLike | None = None
     ``sft_sets``) and the number of source rows dropped as unusable; ``path`` and ``limit`` as in
     ``load_rows``."""
     spec = _registry_spec(source, path, "sft_sets") if isinstance(source, str) else source
+    reported_here = summary is None  # else the caller logs it, as in load_rows
     summary = summary if summary is not None else files.ReadSummary(where_from(spec))
     rows = []
     for index, (where, raw) in enumerate(_source_records(spec, summary)):
@@ -539,5 +548,6 @@ def load_conversations(source: str | dict, path: str | os.PathLike | None = None
         if limit is not None and len(rows) == limit:
             break
     summary.rows = len(rows)
-    summary.report()
+    if reported_here:
+        summary.report()
     return rows, summary.total_skipped

@@ -17,17 +17,15 @@ The names of ``rl.rewards`` (config/README.md):
 ``rl.reward: evaluation|strict`` is the shorthand of ``[{name: <it>, weight: 1}, {name: boxed, weight: 0}]``,
 what every cell trained on before ``rl.rewards`` existed. A weight-0 reward is computed and logged
 (``rewards/<function>/mean`` in TRL's logs, a train_log.csv column) and trains nothing: TRL's advantage and
-DAPO's filter (``grpo_lambda.trainer.uninformative_groups``) read the weighted sum.
+DAPO's filter (``grpo_lambda.scored_batch.uninformative_groups``) read the weighted sum.
 """
 
 from __future__ import annotations
 
-import hashlib
-import importlib
 import inspect
 import re
-import sys
-from pathlib import Path
+
+from grpo_lambda import user_code
 
 from .extract import extract_boxed
 from .grade import _check_timeout, grade_many
@@ -189,7 +187,6 @@ REWARD_FACTORIES = {"overlong": make_overlong_reward}
 # environments, which the pipeline never sets.
 TRL_REWARD_KEYWORDS = ("prompts", "completions", "completion_ids", "trainer_state", "log_extra", "log_metric")
 DATASET_COLUMNS = ("answer",)
-USER_REWARD = re.compile(r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)*:[A-Za-z_][A-Za-z0-9_]*$")
 
 
 def reward_specs(rl: dict) -> list[dict]:
@@ -212,7 +209,7 @@ def reward_function(spec: dict, *, max_completion_length: int):
     if name in RENAMED_REWARDS:
         raise ValueError(f"reward {name!r} is now {RENAMED_REWARDS[name]}")
     parameters = {key: value for key, value in spec.items() if key not in ("name", "weight")}
-    if name in REWARDS or USER_REWARD.match(name):
+    if name in REWARDS or user_code.is_user_path(name):
         if parameters:
             raise ValueError(f"reward {name!r} takes no parameters, got {sorted(parameters)}")
         return REWARDS[name] if name in REWARDS else user_reward(name)
@@ -244,20 +241,7 @@ def user_reward(path: str):
     completion_ids, trainer_state, log_extra, log_metric and the RL set's answer column: it must take every
     keyword it names (best: ``def f(completions, answer, **kwargs)``) and ask for nothing else.
     """
-    if not USER_REWARD.match(path):
-        raise ValueError(f"{path!r} is not written module:function (e.g. my_rewards:length_penalty)")
-    module_name, function_name = path.split(":")
-    if "" not in sys.path:
-        sys.path.insert(0, "")  # the working directory, as `python -m` has it
-    try:
-        module = importlib.import_module(module_name)
-    except Exception as error:
-        raise ValueError(f"{path!r}: module {module_name!r} cannot be imported "
-                         f"({type(error).__name__}: {error}); it must lie in the folder the run starts in or "
-                         "on PYTHONPATH") from None
-    function = getattr(module, function_name, None)
-    if function is None:
-        raise ValueError(f"{path!r}: module {module_name!r} ({module.__file__}) has no {function_name!r}")
+    function = user_code.load(path, example="my_rewards:length_penalty")
     if not callable(function):
         raise ValueError(f"{path!r} is a {type(function).__name__}, not a function")
     if not isinstance(getattr(function, "__name__", None), str):
@@ -297,9 +281,5 @@ def signature_problem(function) -> str | None:
 def source_digest(specs: list[dict]) -> dict:
     """The source file digest of each user reward of ``specs`` (name -> sha256), so that a cell trained with
     one version of a user's reward never resumes with another (grpo_lambda.train's fingerprint)."""
-    digests = {}
-    for spec in specs:
-        if spec["name"] not in REWARDS and spec["name"] not in REWARD_FACTORIES:
-            source = inspect.getsourcefile(user_reward(spec["name"]))
-            digests[spec["name"]] = hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else None
-    return digests
+    return {spec["name"]: user_code.source_digest(user_reward(spec["name"])) for spec in specs
+            if spec["name"] not in REWARDS and spec["name"] not in REWARD_FACTORIES}

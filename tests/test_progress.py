@@ -1,0 +1,51 @@
+"""grpo_lambda.progress.NoLearningSignal: a run whose steps all lacked signal is warned of at its end, however
+short; with stop_after it stops at the N-th such step in a row. (Its warning after NO_SIGNAL_STEPS in a row:
+tests/test_train_log.py; the example's run on rewards that are all 0: tests/test_example.py.)"""
+
+from types import SimpleNamespace
+
+import pytest
+
+from grpo_lambda.progress import NoLearningSignal, NoLearningSignalError
+
+
+def feed(callback, steps, *, main=True):
+    """Log each (frac_reward_zero_std, reward) as the Trainer would, then end the run."""
+    state = SimpleNamespace(global_step=0, is_world_process_zero=main)
+    for flat, reward in steps:
+        state.global_step += 1
+        callback.on_log(None, state, None, logs={"frac_reward_zero_std": flat, "reward": reward, "loss": 0.0})
+    callback.on_train_end(None, state, None)
+
+
+def warnings(caplog):
+    return [record.getMessage() for record in caplog.records if record.levelname == "WARNING"]
+
+
+def test_a_short_run_without_any_signal_is_warned_of_at_its_end(caplog):
+    feed(NoLearningSignal(), [(1.0, 0.0), (1.0, 0.0)])
+    assert warnings(caplog) == ["all 2 logged steps: every reward was 0 (frac_reward_zero_std 1, mean reward 0): the "
+                                "advantages are 0 and nothing is learned. The task is beyond the model or the reward "
+                                "never fires: check prompt.txt and the answers"]
+
+
+def test_equal_rewards_that_are_not_zero_are_named_as_such_and_a_step_with_signal_silences_the_end(caplog):
+    feed(NoLearningSignal(), [(1.0, 1.0), (1.0, 1.0)])
+    assert warnings(caplog)[0].startswith("all 2 logged steps: every group's completions got the same reward "
+                                          "(frac_reward_zero_std 1, mean reward 1.0)")
+    caplog.clear()
+    feed(NoLearningSignal(), [(1.0, 0.0), (0.5, 0.1), (1.0, 0.0)])
+    assert warnings(caplog) == []
+    feed(NoLearningSignal(), [(1.0, 0.0)], main=False)  # only the main process writes it
+    assert warnings(caplog) == []
+
+
+def test_stop_after_ends_training_at_the_nth_step_without_signal_in_a_row():
+    callback = NoLearningSignal(stop_after=2)
+    with pytest.raises(NoLearningSignalError, match=r"^steps 3-4: every reward was 0 .*; training stopped after 2 "
+                                                    r"such steps in a row$"):
+        feed(callback, [(1.0, 0.0), (0.0, 0.5), (1.0, 0.0), (1.0, 0.0), (1.0, 0.0)])
+    assert callback.logged == 4
+    for bad in (0, -1, 1.5, True):
+        with pytest.raises(ValueError, match="stop_after must be a positive whole number"):
+            NoLearningSignal(stop_after=bad)
