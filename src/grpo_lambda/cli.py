@@ -545,6 +545,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # Idle OpenMP threads sleep instead of spinning: read when torch loads (every stage imports it later, in
+    # its handler). Where other work shares the cores, an SFT step on 2 spinning threads took 7x as long as on
+    # 1; sleeping, about as long as on 1 (benchmarks/README.md). The numbers a job computes do not change.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     args = parser().parse_args(argv)
     from grpo_lambda.lifetime import end_with_job_shell
