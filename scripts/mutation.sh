@@ -51,6 +51,17 @@ declare -A TESTS=(
   [variants]="tests/test_variants.py tests/test_sweep.py"
   [registry]="tests/test_registry.py tests/test_data_sources.py"
   [prepare]="tests/test_prepare.py tests/test_data_sources.py tests/test_bad_rows.py tests/test_prompt_limit.py"
+  [horizon]="tests/test_horizon.py"
+  [advantages]="tests/test_advantages.py"
+)
+# module -> tests of its files left out (--deselect): those that run a subprocess (which mutmut's coverage does
+# not follow) or train, and kill nothing in the module for their minutes
+declare -A DESELECT=(
+  [horizon]="tests/test_horizon.py::test_check_band_exits_1_naming_the_horizon_and_writes_no_record_outside_the_band
+             tests/test_horizon.py::test_a_banded_horizon_study_trains_a_horizon_only_after_its_band_check
+             tests/test_horizon.py::test_the_lambda_config_is_the_horizon_study_s_longest_horizon_with_lambda_and_the_trace_form_varied"
+  [advantages]="tests/test_advantages.py::test_an_estimator_registered_from_a_test_file_is_configured_and_trains
+                tests/test_advantages.py::test_the_80_20_control_leaves_gradient_on_the_top_20_percent_entropy_tokens_only"
 )
 # module -> the source it mutates (a module of its own unless named here)
 declare -A SOURCES=(
@@ -59,13 +70,14 @@ declare -A SOURCES=(
   [aggregate]="src/grpo_lambda/tables/*"
   [registry]="src/grpo_lambda/data/registry.py"
   [config]="src/grpo_lambda/config/*"
+  [horizon]="src/grpo_lambda/tables/horizon.py"
 )
 # The trainer's loss path (trainer.py and trainer_config.py): mutants of these functions only.
 LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params _widest_completion
            _resolve_advantage_clamp)
 MODULES=("$@")
 [[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives trainer stats rewards aggregate config variants registry
-                                        prepare)
+                                        prepare horizon advantages)
 
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 unset PYTHONPATH  # mutmut puts its mutated copy of src/ first on the path
@@ -87,6 +99,7 @@ for module in "${MODULES[@]}"; do
     echo "    -p"
     echo "    no:cacheprovider"
     echo "    -q"
+    for test in ${DESELECT[$module]:-}; do echo "    --deselect"; echo "    $test"; done
     echo "pytest_add_cli_args_test_selection ="
     for test in ${TESTS[$module]}; do echo "    $test"; done
   } > "$work/setup.cfg"

@@ -4,6 +4,7 @@ statistics it hands an estimator are the policy's, an estimator registered from 
 entropy control leaves gradient on the top-20 % entropy tokens only."""
 
 import copy
+import dataclasses
 import math
 
 import pytest
@@ -50,6 +51,37 @@ def test_an_estimator_is_refused_a_batch_without_what_it_needs():
         estimate_advantages("nope", batch)
 
 
+MALFORMED = {
+    "mask not (B, T)": (dict(mask=torch.ones(2)), r"^mask must have shape \(B, T\), got \(2,\)"),
+    "rewards not (B,)": (dict(rewards=torch.ones(3)), r"^rewards must have shape \(2,\), got \(3,\)"),
+    "advantages neither (B,) nor (B, T)": (dict(advantages=torch.ones(2, 3)),
+                                           r"^advantages must have shape \(2,\) or \(2, 2\), got \(2, 3\)"),
+    "group_size 0": (dict(group_size=0), r"^group_size must be a positive int, got 0"),
+    "group_size not an int": (dict(group_size=2.0), r"^group_size must be a positive int, got 2.0"),
+    "a statistic not (B, T)": (dict(completion_ids=torch.ones(2, 3, dtype=torch.long)),
+                               r"^completion_ids must have the mask's shape \(2, 2\), got \(2, 3\)"),
+}
+
+
+@pytest.mark.parametrize("change", MALFORMED.values(), ids=MALFORMED.keys())
+def test_a_malformed_batch_is_refused_naming_what_is_wrong(change):
+    fields, message = change
+    batch = batch_of([1.0, 0.0], [[1, 1], [1, 0]], completion_ids=torch.ones(2, 2, dtype=torch.long))
+    with pytest.raises(ValueError, match=message):
+        estimate_advantages("tempo", dataclasses.replace(batch, **fields))
+
+
+def test_an_estimators_result_of_another_shape_and_an_unknown_name_are_refused(monkeypatch):
+    monkeypatch.setitem(adv.ADVANTAGE_ESTIMATORS, "per_row", adv.Estimator(lambda batch: batch.advantages))
+    batch = batch_of([1.0, 0.0], [[1, 1], [1, 0]])
+    with pytest.raises(ValueError, match=r"^advantage estimator 'per_row' returned shape \(2,\), expected \(2, 2\)"):
+        estimate_advantages("per_row", batch)
+    with pytest.raises(ValueError, match=r"^advantage_estimator: 'nope' is not registered; known: grpo, otb, tempo, "):
+        estimate_advantages("nope", batch)
+    with pytest.raises(ValueError, match="^eos_probs needs at least one end-of-sequence token id, got none"):
+        adv.token_statistics(torch.zeros(1, 2, 5), torch.zeros(1, 2, dtype=torch.long), [], ("eos_probs",))
+
+
 def test_grpo_puts_the_sequence_advantage_on_every_token():
     batch = batch_of([1.0, 0.0], [[1, 1, 1], [1, 0, 0]], advantages=[0.7, -0.7])
     torch.testing.assert_close(estimate_advantages("grpo", batch),
@@ -91,6 +123,18 @@ def test_otb_with_equal_energy_is_the_mean_of_the_live_returns_and_a_lone_comple
                     sum_pi_squared=squares[:2, :2])
     torch.testing.assert_close(estimate_advantages("otb", lone),
                                torch.tensor([[1.0, 1.0], [0.0, 0.0]], dtype=torch.float64))
+
+
+def test_token_statistics_of_bfloat16_logits_are_computed_in_float32():
+    """Under bf16 training the logits come in bfloat16: the softmax quantities are those of the same logits in
+    float32 (a logsumexp in bfloat16 would be off by about 1%)."""
+    logits = (4 * torch.randn(2, 5, 50, generator=torch.Generator().manual_seed(1))).to(torch.bfloat16)
+    ids = torch.randint(0, 50, (2, 5), generator=torch.Generator().manual_seed(2))
+    got = adv.token_statistics(logits, ids, [0, 7], adv.FORWARD_STATISTICS)
+    exact = adv.token_statistics(logits.double(), ids, [0, 7], adv.FORWARD_STATISTICS)
+    for name in adv.FORWARD_STATISTICS:
+        assert got[name].dtype == torch.float32, name
+        torch.testing.assert_close(got[name].double(), exact[name], rtol=1e-5, atol=1e-6, msg=name)
 
 
 def test_token_statistics_are_the_softmax_quantities():
@@ -164,6 +208,31 @@ def test_tempo_without_branching_is_grpo_and_refuses_batch_scaling():
         estimate_advantages("tempo", batch_of([1.0, 0.0], [[1, 1, 1]] * 2, scale_rewards="batch", completion_ids=ids))
 
 
+@pytest.mark.parametrize("size", [2, 3])
+def test_tempos_td_term_is_scaled_by_each_groups_own_std_over_its_scored_completions(size):
+    """scale_rewards "group": each group's TD terms divided by the unbiased std of that group's scored rewards
+    (+ 1e-4, as TRL's A_i): two scored of three, or two of two, one group beside another; a group with one
+    scored completion has no TD term (its value is its reward from the root on)."""
+    ids = torch.tensor([[1, 2], [1, 3], [4, 5]][:size] * 3)
+    rewards = {2: [1.0, 0.0, 0.5, 1.0, math.nan, 0.7], 3: [1.0, math.nan, 0.0, 0.5, 1.0, 0.0, math.nan, 0.7, math.nan]}
+    advantages = torch.linspace(-1, 1, 3 * size)
+
+    def tempo(scale):
+        return estimate_advantages("tempo", batch_of(rewards[size], [[1, 1]] * (3 * size), advantages=advantages,
+                                                     group_size=size, scale_rewards=scale, completion_ids=ids))
+
+    scaled, plain = tempo("group") - advantages.unsqueeze(1), tempo("none") - advantages.unsqueeze(1)
+    for group in range(3):
+        rows = slice(group * size, (group + 1) * size)
+        scored = [r for r in rewards[size][rows] if not math.isnan(r)]
+        if len(scored) < 2:
+            assert scaled[rows].abs().max() == 0 and plain[rows].abs().max() == 0
+            continue
+        std = torch.tensor(scored, dtype=torch.float64).std()
+        assert plain[rows].abs().max() > 0.1
+        torch.testing.assert_close(scaled[rows] * (std + 1e-4), plain[rows])
+
+
 # ---- GRPO-λ's Lemma 1 bound -------------------------------------------------------------------------------
 
 def test_delta_v_bound_is_one_minus_the_probability_of_no_eos_so_far():
@@ -172,6 +241,16 @@ def test_delta_v_bound_is_one_minus_the_probability_of_no_eos_so_far():
     # u_t = 1 − Π_{k<t}(1 − p_k): 0, .1, 1 − .9·.8 = .28; 0 after the completion
     torch.testing.assert_close(estimate_advantages("delta_v_bound", batch),
                                torch.tensor([[-0.25, -0.15, 0.03, -0.25]], dtype=torch.float64))
+
+
+@pytest.mark.parametrize("certain", [1.0, 1.0 + 1e-6])
+def test_delta_v_bound_is_finite_where_the_eos_probability_is_one(certain):
+    """A confident policy's π(EOS) is 1.0 in float32 (and a sum of softmax terms can round past it): the bound is
+    1 from the next token on, and finite at that token, not NaN."""
+    eos = torch.tensor([[0.5, certain, 0.2, 0.1]], dtype=torch.float64)
+    batch = batch_of([1.0], [[1, 1, 1, 1]], advantages=[0.0], eos_probs=eos)
+    torch.testing.assert_close(estimate_advantages("delta_v_bound", batch),
+                               torch.tensor([[0.0, 0.5, 1.0, 1.0]], dtype=torch.float64))
 
 
 def test_delta_v_bound_bounds_the_value_gap_of_lemma_1_and_is_tight_when_no_eos_can_follow():
@@ -189,6 +268,66 @@ def test_delta_v_bound_bounds_the_value_gap_of_lemma_1_and_is_tight_when_no_eos_
             assert gap <= bound[t] + 1e-12, (eos, t)
             if not p[t:].any():
                 torch.testing.assert_close(gap, bound[t])
+
+
+# ---- unscored completions, through every registered estimator ------------------------------------------------
+
+ESTIMATORS = sorted(adv.ADVANTAGE_ESTIMATORS)
+
+
+def batch_with_every_statistic(rewards, advantages, group_size, scale_rewards, ids):
+    """A batch holding every statistic an estimator may ask for (from fixed random logits), so that any registered
+    estimator runs on it; completions of unequal lengths, padding 0 after each."""
+    ids = torch.as_tensor(ids)
+    mask = (ids != 0).double()
+    logits = torch.randn(*ids.shape, 6, generator=torch.Generator().manual_seed(5), dtype=torch.float64)
+    statistics = adv.token_statistics(logits, ids, [0], adv.FORWARD_STATISTICS)
+    return GroupBatch(rewards=torch.tensor(rewards, dtype=torch.float64), mask=mask,
+                      advantages=torch.tensor(advantages, dtype=torch.float64), group_size=group_size,
+                      scale_rewards=scale_rewards, completion_ids=ids, **statistics)
+
+
+# Five completions of one prompt; the third (NaN) was not scored, and shares its first token with the first two.
+UNSCORED_IDS = [[1, 2, 3, 4], [1, 2, 5, 0], [1, 3, 2, 2], [4, 1, 2, 0], [4, 4, 0, 0]]
+UNSCORED_REWARDS = [1.0, 0.0, math.nan, 0.5, 1.0]
+UNSCORED_ADVANTAGES = [0.9, -1.2, 0.0, -0.3, 0.6]  # A_i as the trainer hands it (any values: only passed on)
+SCORED = [0, 1, 3, 4]
+
+
+def rows_of(batch, rows, group_size):
+    """The batch's ``rows`` alone, as a batch of groups of ``group_size``."""
+    fields = {name: getattr(batch, name)[rows] for name in ("rewards", "mask", "advantages", *adv.STATISTICS)}
+    return dataclasses.replace(batch, group_size=group_size, **fields)
+
+
+@pytest.mark.parametrize("scale_rewards", ["group", "none"])
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_an_unscored_completion_changes_no_scored_completions_advantage(name, scale_rewards):
+    """A completion no reward function scored (NaN reward) counts in no baseline, value or scale: every scored
+    completion's advantage is what it is in the same group without it, and no NaN reaches the loss."""
+    batch = batch_with_every_statistic(UNSCORED_REWARDS, UNSCORED_ADVANTAGES, 5, scale_rewards, UNSCORED_IDS)
+    got = estimate_advantages(name, batch)
+    assert torch.isfinite(got).all()
+    torch.testing.assert_close(got[SCORED], estimate_advantages(name, rows_of(batch, SCORED, 4)), rtol=0, atol=1e-12)
+
+
+def test_an_unscored_completion_gets_no_return_of_its_own():
+    """OTB: the unscored row's advantage is 0 (not 0 − B_t, a return of 0 against the group's baseline); TEMPO: its
+    A_i alone, without a TD term from a reward it does not have."""
+    batch = batch_with_every_statistic(UNSCORED_REWARDS, UNSCORED_ADVANTAGES, 5, "group", UNSCORED_IDS)
+    otb = estimate_advantages("otb", batch)
+    assert otb[2].abs().max() == 0 and otb[SCORED].abs().max() > 0.1
+    tempo = estimate_advantages("tempo", batch)
+    torch.testing.assert_close(tempo[2], torch.full((4,), UNSCORED_ADVANTAGES[2], dtype=torch.float64))
+
+
+def test_tempos_root_value_is_the_mean_reward_of_the_scored_completions():
+    """ab (r = 1), ac (r = 0), de (unscored): V(root) = 1/2 over the two scored completions, so the first token a,
+    whose value is also 1/2, adds no TD term; counting the unscored one as 0 would put V(root) at 1/3."""
+    batch = batch_of([1.0, 0.0, math.nan], [[1, 1]] * 3, advantages=[0.0, 0.0, 0.0], scale_rewards="none",
+                     completion_ids=torch.tensor([[1, 2], [1, 3], [4, 5]]))
+    torch.testing.assert_close(estimate_advantages("tempo", batch),
+                               torch.tensor([[0.0, 0.5], [0.0, -0.5], [0.0, 0.0]], dtype=torch.float64))
 
 
 # ---- through the trainer ----------------------------------------------------------------------------------
@@ -226,6 +365,32 @@ def test_an_estimator_registered_from_a_test_file_is_configured_and_trains(model
     assert max(delta.abs().max().item() for delta in grpo.values()) > 1e-6
     for name, delta in grpo.items():  # float32 weights near 1 round their steps to about 1e-7
         torch.testing.assert_close(twice[name], 2 * delta, rtol=1e-4, atol=1e-6, msg=name)
+
+
+@pytest.mark.parametrize("name", ESTIMATORS)
+def test_a_weight_zero_reward_counts_in_no_estimators_returns(model_dir, tmp_path, name):
+    """A monitored reward of weight 0 (the format monitor, say) counts in nothing the estimator reads: the
+    advantages are those of the same batch scored by the trained reward alone, whatever the monitor says, and
+    a completion the trained reward did not score stays unscored where only the monitor scored it."""
+    from grpo_lambda.trainer import GRPOLambdaTrainer
+    from grpo_lambda.trainer_config import GRPOLambdaConfig
+    from trainer_batch import make_inputs, make_trainer
+
+    trainer = make_trainer(model_dir, GRPOLambdaTrainer, GRPOLambdaConfig, tmp_path, objective="grpo",
+                           advantage_estimator=name)
+    trainer.model.train()
+    output = make_inputs(trainer, off_policy=False, with_ref=False)
+    trained = torch.tensor([1.0, 0.0, math.nan, 0.5])
+
+    def advantages(weights, *columns):
+        trainer.reward_weights = torch.tensor(weights)
+        trainer._rewards_per_func = torch.stack([trained, *map(torch.tensor, columns)], 1)
+        return trainer._estimate_advantages(dict(output))
+
+    alone = advantages([1.0])
+    assert torch.isfinite(alone).all()
+    for monitor in ([0.0, 1.0, math.nan, 1.0], [1.0, 0.0, 0.7, 0.2]):
+        torch.testing.assert_close(advantages([1.0, 0.0], monitor), alone, rtol=0, atol=0, msg=str(monitor))
 
 
 @pytest.mark.parametrize("estimator", ["otb", "delta_v_bound", "tempo"])

@@ -97,3 +97,57 @@ def test_first_error_agrees_with_the_grader_on_generated_targets():
         kind, _ = arith.first_error(row["problem"], row["solution"])
         assert (kind == "correct") == grade(row["solution"], row["answer"])
         assert kind in ("correct", "carry")
+
+
+# ---- decoys: where the deciding token sits -----------------------------------------------------------
+
+
+def _decoy_rows(position: str, **kwargs) -> list[dict]:
+    return arith.generate(300, seed=3, columns=2, carry_free_share=0.35, carry_error_rate=0.65, decoys=2,
+                          decoy_position=position, **kwargs)
+
+
+def test_both_decoy_layouts_hold_the_same_problems_and_tokens_in_another_order():
+    after, before = _decoy_rows("after"), _decoy_rows("before")
+    assert [r["problem"] for r in after] == [r["problem"] for r in before]
+    assert [r["answer"] for r in after] == [r["answer"] for r in before]
+    for a, b in zip(after, before):
+        assert sorted(a["solution"]) == sorted(b["solution"])
+        graded = a["problem"].split(" (also ")[0].removesuffix("=?")
+        assert a["solution"].startswith(graded + ": ") and b["solution"].rstrip().endswith("}")
+        assert str(int(a["answer"])) == a["answer"] == str(sum(int(x) for x in graded.split("+")))
+
+
+def test_every_decoy_carries_exactly_once_and_the_teacher_drops_its_carry_at_the_rate():
+    dropped = total = 0
+    for row in _decoy_rows("after"):
+        decoys = row["problem"].split(" (also ")[1].rstrip(")").split(", ")
+        assert len(decoys) == 2
+        for decoy in decoys:
+            operands = [int(x) for x in decoy.split("+")]
+            assert arith.carry_columns(operands) == [0]
+            tens = row["solution"].split(decoy + ": ")[1].split(".")[0].split(", ")[1]
+            total += 1
+            dropped += tens.split("=")[0].count("+") == 1  # the tens column without its carry as an addend
+    assert 0.55 < dropped / total < 0.75
+
+
+def test_the_graded_chain_is_read_out_of_either_layout_for_its_first_error():
+    for position in ("after", "before"):
+        for row in _decoy_rows(position)[:60]:
+            graded, chain = arith.graded_chain(row["problem"], row["solution"])
+            kind, _ = arith.first_error(graded, chain)
+            assert kind == ("correct" if row["step_errors"] == 0 else "carry"), (position, row)
+
+
+def test_held_out_is_decided_by_the_graded_sum_alone():
+    train = {r["problem"].split(" (also ")[0] for r in _decoy_rows("after")}
+    held = arith.generate(100, seed=4, columns=2, carry_free_share=0.35, decoys=2, held_out=True)
+    assert not train & {r["problem"].split(" (also ")[0] for r in held}
+
+
+def test_decoys_are_refused_without_boxed_answers_or_with_an_unknown_position():
+    with pytest.raises(ValueError, match="decoys need box_rate 1"):
+        arith.generate(5, seed=1, columns=2, carry_free_share=0.5, decoys=1, box_rate=0.5)
+    with pytest.raises(ValueError, match="decoy_position"):
+        arith.generate(5, seed=1, columns=2, carry_free_share=0.5, decoys=1, decoy_position="middle")

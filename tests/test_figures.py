@@ -8,11 +8,14 @@ import re
 from pathlib import Path
 
 import matplotlib.colors as mcolors
+import matplotlib.pyplot as plt
 import numpy as np
 import pandas as pd
 import pytest
 
 from grpo_lambda import figures, stats
+from grpo_lambda.config import model_variants
+from grpo_lambda.figures.trace_weights import FIGURE2_TOKENS
 from grpo_lambda.tables import names, training, write
 from grpo_lambda.tables.collect import collect_train_logs
 from grpo_lambda.tables.labels import method_label, variant_label
@@ -183,7 +186,7 @@ def test_curves_are_drawn_in_their_variant_colour(tree):
     assert set(drawn) == set(labels)
     for label, colour in drawn.items():
         assert mcolors.same_color(colour, figures.variant_colour(config, labels[label]))
-    figures.plt.close(fig)
+    plt.close(fig)
 
 
 def test_figure4_shows_grpo_and_the_lambda_099_trace_not_the_best(tree):
@@ -196,10 +199,10 @@ def test_figure4_shows_grpo_and_the_lambda_099_trace_not_the_best(tree):
     final = training.final_reward_table(config, logs, options["final_window"])
     fig = figures.figure4(config, curves, final, options)
     assert [line.get_label() for line in fig.axes[0].get_lines()] == ["GRPO", "recent/trace/0.99"]
-    figures.plt.close(fig)
+    plt.close(fig)
     fig = figures.figure4(config, curves, final, {**options, "figure4_variant": "best"})
     assert [line.get_label() for line in fig.axes[0].get_lines()] == ["GRPO", "both/weight/0.99"]
-    figures.plt.close(fig)
+    plt.close(fig)
 
 
 def test_reward_curves_compare_every_variant_of_the_model(tree):
@@ -209,8 +212,8 @@ def test_reward_curves_compare_every_variant_of_the_model(tree):
                                                                                options), options)
     labels = {line.get_label() for line in fig.axes[0].get_lines()}
     model = next(iter(config["models"]))
-    assert labels == {variant_label(config, v) for v in figures.model_variants(config, model)} - {"SFT"}
-    figures.plt.close(fig)
+    assert labels == {variant_label(config, v) for v in model_variants(config, model)} - {"SFT"}
+    plt.close(fig)
 
 
 def test_final_reward_averages_the_last_window_of_steps(tree):
@@ -248,33 +251,54 @@ def test_seed_band_spans_the_seeds():
     assert np.allclose(curve["mean"], [0.2, 0.3, 0.4, 0.5])
 
 
-@pytest.mark.parametrize("caption", ["tables", "figures", "published"])
+CAPTIONS = sorted(path.relative_to(REPO / "workflow" / "report").as_posix()
+                  for path in (REPO / "workflow" / "report").rglob("*.rst"))
+
+
+def test_every_figure_has_its_caption():
+    """One caption per figure (a per-model figure's for all models): the file the figures rule names."""
+    templates = {template.replace("_{model}", "") for template in names.FIGURES}
+    assert {f"figures/{template}.rst" for template in templates} == {c for c in CAPTIONS if c.startswith("figures/")}
+
+
+@pytest.mark.parametrize("caption", CAPTIONS)
 @pytest.mark.parametrize("config_kind", ["synthetic", "embedded"])
 def test_captions_render_as_clean_restructuredtext(caption, config_kind):
-    """Snakemake renders a caption with Jinja2 (trim_blocks, lstrip_blocks), then docutils."""
+    """Snakemake renders a caption with Jinja2 (trim_blocks, lstrip_blocks), then docutils; a figure's
+    caption says what its bars or bands are over, with the counts the figures rule passes (params.counts)."""
     jinja2 = pytest.importorskip("jinja2")
     docutils_core = pytest.importorskip("docutils.core")
     yaml = pytest.importorskip("yaml")
+    from grpo_lambda import config as study
+    from grpo_lambda.captions import caption_counts
+
     if config_kind == "synthetic":
         config = make_config()
     else:
-        config = yaml.safe_load((REPO / "config" / "config.yaml").read_text())
+        config = study.validate(yaml.safe_load((REPO / "config" / "config.yaml").read_text()))
 
     class Snakemake:  # the part of Snakemake's caption context the captions use
         pass
     snakemake = Snakemake()
     snakemake.config = config
-    template = (REPO / "workflow" / "report" / f"{caption}.rst").read_text()
-    text = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(template).render(snakemake=snakemake)
+    snakemake.params = {"counts": caption_counts(config)}
+    template = (REPO / "workflow" / "report" / caption).read_text()
+    text = jinja2.Environment(trim_blocks=True, lstrip_blocks=True).from_string(template).render(
+        snakemake=snakemake, files=[], categories={})
     warnings = io.StringIO()
     html = docutils_core.publish_parts(text, writer="html",
                                        settings_overrides={"warning_stream": warnings, "report_level": 2})["body"]
     assert warnings.getvalue() == ""
     # docutils splits literals at hyphens into <span>s: compare the text of the list items.
     items = [re.sub(r"<[^>]+>", "", item) for item in re.findall(r"<li>(.*?)</li>", html, flags=re.S)]
-    for variant in config["variants"]:
-        if caption != "published":
+    if caption == "tables.rst":
+        for variant in config["variants"]:
             assert any(item.strip().startswith(f"{variant}:") for item in items), variant
+    plain = re.sub(r"\s+", " ", re.sub(r"<[^>]+>", "", html))
+    if caption.startswith("figures/") and caption != "figures/figure2.rst":  # Figure 2 needs no run
+        assert f"{len(config['seeds'])} RL seeds ({', '.join(map(str, config['seeds']))})" in plain, plain
+    if caption in ("figures/figure1.rst", "figures/checkpoints.rst", "figures/eval_length.rst"):
+        assert snakemake.params["counts"]["problems"] in plain and "problem" in plain, plain
 
 
 def test_auto_smoothing_widens_with_the_run():
@@ -328,7 +352,7 @@ def test_embedded_layout_end_to_end(tmp_path):
 
 def _draw(fig) -> dict:
     data = figures.figure_data(fig)
-    figures.plt.close(fig)
+    plt.close(fig)
     return data
 
 
@@ -409,7 +433,7 @@ def test_figure2_draws_trace_matrix_for_every_style_and_form():
         assert figures.trace_settings(config, options)[1:] == (40, 40)
     config["rl"]["trl"] = {"trace_length": 300}
     lam, n, tokens = figures.trace_settings(config, options)
-    assert (n, tokens) == (300, figures.FIGURE2_TOKENS)
+    assert (n, tokens) == (300, FIGURE2_TOKENS)
     drawn = _draw(figures.figure2(config, options))
     panels = {panel["title"]: panel for panel in drawn["panels"]}
     for style in STYLES:
@@ -461,7 +485,7 @@ def test_appendix_c_splits_the_reward_and_kl_curves_by_lambda(tree, tables_dir):
 def test_many_variants_make_small_multiples_with_one_legend(tree, tables_dir, monkeypatch):
     root, config = tree
     options = report_options(config)
-    monkeypatch.setattr(figures, "CURVES_PER_PANEL", 2)
+    monkeypatch.setattr("grpo_lambda.figures.curves.CURVES_PER_PANEL", 2)
     drawn = _draw(figures.reward_curves_figure(config, figures.read_table(tables_dir, "training_curves"), options))
     row = [panel for panel in drawn["panels"] if panel["title"].startswith("qwen15 / math12k")]
     assert [panel["title"] for panel in row] == ["qwen15 / math12k (1/2)", "qwen15 / math12k (2/2)"]

@@ -394,14 +394,14 @@ def test_make_accuracy_reward_settings():
         reward([42], answer=["42"])
 
 
-def test_the_format_reward_is_the_graders_formatted_verdict():
-    from grpo_lambda.grading import format_reward, grade_details
+def test_the_boxed_reward_is_the_graders_formatted_verdict():
+    from grpo_lambda.grading import boxed_reward, grade_details
 
     completions = ["so \\boxed{3}", "no box at all", "\\fbox{2} then", [{"role": "assistant", "content": "\\boxed{x}"}],
                    "\\boxed{unclosed"]
     expected = [float(grade_details(text if isinstance(text, str) else text[0]["content"], "1")["formatted"])
                 for text in completions]
-    assert format_reward(completions) == expected == [1.0, 0.0, 1.0, 1.0, 0.0]
+    assert boxed_reward(completions) == expected == [1.0, 0.0, 1.0, 1.0, 0.0]
 
 
 # A boxed number may end with a period, as model output often does (the reference grader agrees).

@@ -12,7 +12,8 @@ import yaml
 
 from grpo_lambda.data import arith
 from grpo_lambda.tables.cells import Cells
-from grpo_lambda.tables.horizon import chain_length, horizon_errors_table, horizon_table, slope_weights
+from grpo_lambda.tables.horizon import (chain_length, curvature_weights, horizon_errors_table, horizon_table,
+                                        slope_weights)
 from grpo_lambda.tables.keys import KEYS
 from grpo_lambda.tables.names import figure_names, table_names
 from grpo_lambda.config.report import report_options
@@ -71,6 +72,14 @@ def test_held_out_suites_never_share_a_problem_with_training():
 def test_a_bad_horizon_is_refused_naming_the_setting(kwargs, message):
     with pytest.raises(ValueError, match=message):
         arith.generate(10, seed=0, **kwargs)
+
+
+@pytest.mark.parametrize("share", [{"carry_free_share": 0.35}, {}])  # a suite may leave the share out
+def test_the_chain_length_is_the_mean_worked_solution_of_the_suite_the_models_are_evaluated_on(share):
+    from grpo_lambda import prepare
+    settings = {"source": "synthetic", "columns": 6, "n": 50, "seed": 4, **share}
+    suite, _ = prepare.rows_for({**settings, "key": "suite-h6", "role": "benchmark"})
+    assert chain_length(settings) == pytest.approx(np.mean([len(row["solution"]) for row in suite]), abs=1e-12)
 
 
 def test_the_slope_weights_give_the_least_squares_slope():
@@ -136,7 +145,7 @@ def logs() -> pd.DataFrame:
     return pd.DataFrame(rows)
 
 
-@pytest.fixture(scope="module")
+@pytest.fixture  # per test: mutmut (scripts/mutation.sh) credits a module fixture's calls to its first test only
 def table():
     config = horizon_config()
     options = report_options(config)
@@ -171,6 +180,9 @@ def test_the_trend_is_the_least_squares_slope_of_the_effects_on_ln_chain_length(
     trend = frame[frame["role"] == "trend"].iloc[0]
     assert trend["estimate"] == pytest.approx(expected, abs=1e-12)
     assert trend["estimate_low"] < trend["estimate"] < trend["estimate_high"]
+    assert (trend["dataset"], trend["benchmark"], trend["per_seed"]) == ("", "", "")
+    assert np.isnan([trend["columns"], trend["chain_length"], trend["seeds"]]).all()
+    assert 0 <= trend["p_equivalence"] <= 1  # against the slope's own margin
     # The effect grows from 0 to 0.14 over a 5x span: a positive slope that the test resolves.
     assert trend["verdict"] == "ahead"
 
@@ -211,13 +223,18 @@ def test_an_exploratory_pair_s_trend_is_holm_corrected_outside_the_primary_famil
     assert list(trends["p_holm"]) == pytest.approx([min(2 * trends["p"].min(), 1)] * 2)
 
 
-def test_a_missing_arm_leaves_its_horizon_and_the_trend_without_a_test():
+@pytest.mark.parametrize("missing", ["arith-h4", "arith-h8"])
+def test_a_missing_arm_leaves_its_horizon_and_the_trend_without_a_test(missing):
     config = horizon_config()
     options = report_options(config)
     data = samples()
-    data = data[~((data["dataset"] == "arith-h8") & (data["variant"] == "trace"))]
+    data = data[~((data["dataset"] == missing) & (data["variant"] == "trace"))]
     frame = horizon_table(Cells(data, config, options), config, logs(), options)
-    assert frame[frame["dataset"] == "arith-h8"]["estimate"].isna().all()
+    effects = frame[frame["role"] == "effect"].set_index("dataset")
+    assert np.isnan(effects.loc[missing, "estimate"]) and effects.loc[missing, "seeds"] == 0
+    assert effects.loc[missing, "per_seed"] == ""
+    assert list(effects.index) == [f"arith-{h}" for h in HORIZONS]
+    assert effects.drop(index=missing)["estimate"].notna().all()  # the other horizons keep their effects
     assert frame[frame["role"] == "trend"]["estimate"].isna().all()
     assert frame[frame["role"] == "trend"]["verdict"].isna().all()
 
@@ -235,10 +252,20 @@ def test_the_errors_table_places_the_first_carry_error():
         {"model": "tiny", "dataset": "arith-h4", "variant": "trace", "seed": 0, "benchmark": "suite-h4", "id": "b",
          "error": "digits", "error_step": 0.0, "columns": 4},
     ])
-    table = horizon_errors_table(errors, config, options).set_index("variant")
+    # another model's chains on the same suite are that model's
+    config["models"]["tiny2"] = {"source": "tiny"}
+    errors = pd.concat([errors, errors.assign(model="tiny2", error="digits")], ignore_index=True)
+    table = horizon_errors_table(errors, config, options)
+    assert list(table["model"]) == ["tiny", "tiny", "tiny2", "tiny2"]
+    assert set(table["dataset"]) == {"arith-h4"} and set(table["benchmark"]) == {"suite-h4"}
+    assert set(table["columns"]) == {4}
+    table = table[table["model"] == "tiny"].set_index("variant")
     assert table.loc["sft", "correct"] == 0.5 and table.loc["sft", "first_error_carry"] == 0.5
-    assert table.loc["sft", "carry_error_position"] == 0.25
+    assert table.loc["sft", "first_error_other"] == 0 and table.loc["sft", "carry_error_position"] == 0.25
     assert table.loc["trace", "first_error_other"] == 0.5 and table.loc["trace", "carry_error_position"] == 0.75
+    for nothing in (None, errors.iloc[:0]):
+        empty = horizon_errors_table(nothing, config, options)
+        assert empty.empty and list(empty.columns) == list(horizon_errors_table(errors, config, options).columns)
 
 
 def test_the_horizon_tables_and_figure_exist_only_for_a_horizon_study():
@@ -326,7 +353,9 @@ def _summary(accuracy: float) -> dict:
 
 def test_the_band_check_passes_a_horizon_inside_the_band_and_names_one_outside():
     from grpo_lambda.tables.horizon import band_check
-    assert band_check(_summary(0.25), [0.25, 0.45])["in_band"] is True   # the bounds belong to the band
+    assert band_check(_summary(0.25), [0.25, 0.45]) == {  # the bounds belong to the band
+        "model": "tiny", "dataset": "arith-h13", "benchmark": "suite-h13", "n": 200, "accuracy": 0.25,
+        "band": [0.25, 0.45], "in_band": True}
     assert band_check(_summary(0.45), [0.25, 0.45])["accuracy"] == 0.45
     for accuracy in (0.02, 0.451, 0.92):
         with pytest.raises(ValueError, match=r"tiny/arith-h13: .* suite-h13 is .*outside report.horizon.band \[0.25, 0.45\]"):
@@ -389,3 +418,167 @@ def test_the_lambda_config_is_the_horizon_study_s_longest_horizon_with_lambda_an
     plan = _dry_run(tmp_path / "lambda", longest)
     trains = [block for block in plan.split("rule ")[1:] if block.startswith("train:")]
     assert len(trains) == len(longest["variants"]) * len(longest["seeds"])
+
+
+# ---- the table's bookkeeping: a missing run, horizons out of order, several models, the band, greedy chains ----
+
+def _horizon_frame(config: dict, data: pd.DataFrame | None = None, study_logs: pd.DataFrame | None = None):
+    options = report_options(config)
+    data = samples() if data is None else data
+    return horizon_table(Cells(data, config, options), config, logs() if study_logs is None else study_logs, options)
+
+
+def test_the_signal_columns_read_each_horizon_s_own_runs_of_the_pair():
+    """A horizon's share of RL steps with signal is that of its own training set's runs of the pair's arms: not
+    another horizon's, another model's or another variant's (each of those logs no signal at all here)."""
+    zero_std = {"arith-h2": [1.0, 1.0, 0.5], "arith-h4": [0.5, 1.0, 0.75], "arith-h8": [0.0, 0.0, 0.0]}
+    rows = [{"model": model, "dataset": dataset, "variant": variant, "seed": seed, "step": step,
+             "frac_reward_zero_std": zero if (model, variant) in (("tiny", "base"), ("tiny", "trace")) else 1.0}
+            for model in ("tiny", "elsewhere") for dataset, values in zero_std.items()
+            for variant in ("base", "trace", "elsewhere") for seed in SEEDS for step, zero in enumerate(values, 1)]
+    effects = _horizon_frame(horizon_config(), study_logs=pd.DataFrame(rows)).query("role == 'effect'")
+    assert list(effects["steps_with_signal"]) == pytest.approx([1 / 3, 2 / 3, 1.0])
+    assert list(effects["groups_with_signal"]) == pytest.approx([1 / 6, 0.25, 1.0])
+    # logs without TRL's zero-std column (or none at all): no signal columns, and the table still builds
+    for study_logs in (pd.DataFrame(rows).drop(columns="frac_reward_zero_std"), pd.DataFrame()):
+        effects = _horizon_frame(horizon_config(), study_logs=study_logs).query("role == 'effect'")
+        assert effects["steps_with_signal"].isna().all() and effects["estimate"].notna().all()
+
+
+def test_a_seed_missing_from_one_arm_leaves_the_other_seeds_paired_by_seed_number():
+    """The trace lacks seed 1 at 4 columns: each remaining seed's effect is its own trace run minus its own
+    baseline run (+2/40 at every seed), never the baseline row that comes next in order (5/40, 1/40)."""
+    data = samples()
+    data = data[~((data["dataset"] == "arith-h4") & (data["variant"] == "trace") & (data["seed"] == 1))]
+    row = _horizon_frame(horizon_config(), data).set_index(["role", "dataset"]).loc[("effect", "arith-h4")]
+    pairs = dict(part.split(":") for part in row["per_seed"].split())
+    assert list(pairs) == ["0", "2", "3"]
+    expected = {seed: (TRACE["h4"][seed] - BASE["h4"][seed]) / N_PROBLEMS for seed in (0, 2, 3)}
+    assert [float(pairs[str(seed)]) for seed in expected] == pytest.approx(list(expected.values()), abs=5e-4)
+    assert row["seeds"] == 3
+    # the effect's estimate is each arm's mean over the runs it holds
+    assert row["estimate"] == pytest.approx((np.mean([18, 20, 19]) - np.mean(BASE["h4"])) / N_PROBLEMS, abs=1e-12)
+
+
+def test_horizons_listed_out_of_order_of_length_weigh_each_effect_by_its_own_chain_length():
+    """The slope's weight of a horizon follows its chain's length, not its place in report.horizon.chains:
+    listed 8, 2, 4 columns the trend is the one listed 2, 4, 8 (a weight gone to the wrong chain would
+    change it, and can flip its sign)."""
+    in_order = _horizon_frame(horizon_config())
+    config = horizon_config()
+    chains = config["report"]["horizon"]["chains"]
+    config["report"]["horizon"]["chains"] = {d: chains[d] for d in ("arith-h8", "arith-h2", "arith-h4")}
+    shuffled = _horizon_frame(config)
+    assert list(shuffled[shuffled["role"] == "effect"]["dataset"]) == ["arith-h8", "arith-h2", "arith-h4"]
+    effects = shuffled[shuffled["role"] == "effect"]
+    slope = np.polyfit(np.log(effects["chain_length"].to_numpy(float)), effects["estimate"].to_numpy(float), 1)[0]
+    trend = shuffled[shuffled["role"] == "trend"].iloc[0]
+    expected = in_order[in_order["role"] == "trend"].iloc[0]
+    assert trend["estimate"] == pytest.approx(slope, abs=1e-12)
+    assert trend["estimate"] == pytest.approx(expected["estimate"], abs=1e-12)
+    assert (trend["estimate_low"], trend["estimate_high"]) == pytest.approx(
+        (expected["estimate_low"], expected["estimate_high"]), abs=1e-12)
+    assert trend["verdict"] == expected["verdict"] == "ahead"
+
+
+def test_each_model_s_primary_trends_are_a_holm_family_of_their_own():
+    """Two models with the same results: each model's one primary trend is a family of one (Holm leaves its
+    p as it is), not one family of two across the models (which would double both p-values)."""
+    config = horizon_config()
+    config["models"]["tiny2"] = {"source": "tiny"}
+    data, study_logs = samples(), logs()
+    data = pd.concat([data, data.assign(model="tiny2")], ignore_index=True)
+    study_logs = pd.concat([study_logs, study_logs.assign(model="tiny2")], ignore_index=True)
+    frame = _horizon_frame(config, data, study_logs)
+    trends = frame[frame["role"] == "trend"].set_index("model")
+    assert list(trends.index) == ["tiny", "tiny2"]
+    assert trends.loc["tiny", "estimate"] == pytest.approx(trends.loc["tiny2", "estimate"], abs=1e-12)
+    assert 0 < trends.loc["tiny", "p"] < 0.25  # so that a family of two would change it
+    assert list(trends["p_holm"]) == pytest.approx(list(trends["p"]))
+    for model in ("tiny", "tiny2"):  # each model's horizons a family of three, as with one model
+        effects = frame[(frame["role"] == "effect") & (frame["model"] == model)]
+        assert len(effects) == len(HORIZONS)
+        from grpo_lambda.stats import holm
+        assert effects["p_holm"].to_numpy() == pytest.approx(holm(effects["p"].to_numpy()))
+
+
+@pytest.mark.parametrize("band, inside", [([0.30, 0.45], True), ([0.36, 0.60], False), ([0.10, 0.34], False)])
+def test_the_band_column_judges_the_sft_accuracy_s_estimate_not_its_interval(band, inside):
+    """The SFT models answer 14 of 40 (0.35), with an interval about [0.22, 0.50]: the band column says
+    whether 0.35 lies in the band, whichever of the interval's bounds does."""
+    config = horizon_config()
+    config["report"]["horizon"]["band"] = band
+    effects = _horizon_frame(config).query("role == 'effect'")
+    assert list(effects["sft_accuracy"]) == pytest.approx([0.35] * len(HORIZONS))
+    # each band holds the estimate or not as the interval's bounds do not: the cases tell the columns apart
+    assert (effects["sft_accuracy_low"] < 0.30).all() and (effects["sft_accuracy_high"] > 0.45).all()
+    assert effects["sft_accuracy_low"].max() > 0.10 and effects["sft_accuracy_high"].min() > 0.36
+    assert list(effects["in_band"]) == [inside] * len(HORIZONS)
+
+
+def test_the_first_error_table_reads_the_greedy_chains_only(tmp_path):
+    """The trace's final models at 4 columns answer greedily right but for one carry dropped, and
+    their sampled completions all drop every carry: the table's chains are the greedy ones (one carry error in
+    six), not those and the samples pooled. A greedy line may leave out its mode (docs/results-format.md); a
+    training set outside the horizons is passed over."""
+    from grpo_lambda.tables.collect import eval_file
+    from grpo_lambda.tables.horizon import collect_first_errors
+    import json
+
+    config = horizon_config()
+    config["datasets"] = {"other": {"source": "synthetic", "level": 1, "n": 10, "seed": 1}, **config["datasets"]}
+    options = report_options(config)
+    assert collect_first_errors(tmp_path, config, options).empty  # nothing evaluated yet
+    operands = [[1234, 5678], [4567, 3658], [1111, 2222]]
+    suite = [{"id": f"p{i}", **arith.make_problem(ops)} for i, ops in enumerate(operands)]
+    (tmp_path / "bench").mkdir()
+    (tmp_path / "bench" / "suite-h4.jsonl").write_text("".join(json.dumps(row) + "\n" for row in suite))
+    for seed in (0, 1):
+        lines = []
+        for i, ops in enumerate(operands):
+            dropped = frozenset([1]) if (seed, i) == (1, 0) else frozenset()  # 1234+5678's carry out of the tens
+            greedy = {"id": f"p{i}", "sample": 0, "correct": not dropped,
+                      "completion": arith.make_problem(ops, wrong_carries=dropped)["solution"]}
+            lines.append(greedy if i == 2 else {**greedy, "mode": "greedy"})
+            wrong = arith.make_problem(ops, wrong_carries=frozenset(arith.carry_columns(ops)))["solution"]
+            lines += [{"id": f"p{i}", "mode": "sampled", "sample": k, "correct": False, "completion": wrong}
+                      for k in range(2) if arith.carry_columns(ops)]
+        path = eval_file(tmp_path, "tiny", "arith-h4", "trace", seed, "final", "suite-h4")
+        path.parent.mkdir(parents=True)
+        path.write_text("".join(json.dumps(line) + "\n" for line in lines))
+    errors = collect_first_errors(tmp_path, config, options)
+    assert list(errors["seed"]) == [0, 0, 0, 1, 1, 1] and list(errors["id"]) == ["p0", "p1", "p2"] * 2
+    assert list(errors["error"]) == ["correct"] * 3 + ["carry", "correct", "correct"]
+    row = horizon_errors_table(errors, config, options).set_index("variant").loc["trace"]
+    assert row["answers"] == 6 and row["correct"] == pytest.approx(5 / 6)
+    # the carry out of the tens goes wrong where it is added, in the hundreds: column 2 of 4
+    assert row["first_error_carry"] == pytest.approx(1 / 6) and row["carry_error_position"] == 0.5
+
+
+def test_the_curvature_weights_give_the_quadratic_coefficient_and_ignore_a_straight_line():
+    lengths = [41.0, 55.0, 70.0, 100.0]
+    x = np.log(lengths)
+    q = curvature_weights(lengths)
+    assert float(q @ (0.3 - 0.05 * x)) == pytest.approx(0.0, abs=1e-10)  # a straight line in ln length: none
+    y = np.array([0.06, 0.01, 0.0, 0.002])  # a step between the first two horizons
+    assert float(q @ y) == pytest.approx(np.polyfit(x, y, 2)[0], abs=1e-10)
+
+
+def test_a_declared_curvature_is_tested_in_the_trend_s_family():
+    config = horizon_config()
+    config["report"]["horizon"]["curvature"] = True
+    options = report_options(config)
+    frame = horizon_table(Cells(samples(), config, options), config, logs(), options)
+    bend, trend = (frame[frame["role"] == role].iloc[0] for role in ("curvature", "trend"))
+    effects = frame[frame["role"] == "effect"]
+    expected = np.polyfit(np.log(effects["chain_length"].to_numpy()), effects["estimate"].to_numpy(), 2)[0]
+    assert bend["estimate"] == pytest.approx(expected, abs=1e-10)
+    # Holm over the two: the smaller p is doubled, and the trend's adjusted p is at least its own p doubled
+    # or the curvature's, whichever the step-down gives.
+    ps = sorted([bend["p"], trend["p"]])
+    adjusted = sorted([bend["p_holm"], trend["p_holm"]])
+    assert adjusted[0] == pytest.approx(min(1.0, 2 * ps[0]))
+    assert adjusted[1] == pytest.approx(max(adjusted[0], ps[1]))
+    config["report"]["horizon"]["chains"] = dict(list(config["report"]["horizon"]["chains"].items())[:2])
+    with pytest.raises(ValueError, match="curvature needs at least three horizons"):
+        report_options(config)

@@ -145,3 +145,30 @@ def test_each_row_has_one_family_a_check_line_its_own_and_a_simple_effect_only_i
     two_by_two = {**options, "primary": "factorial", "factorial": {"factors": ("trace", "clamp"), "cells": cells}}
     assert family_of(two_by_two, ["clamp"], "d", "average", False) == ("factorial", "")
     assert family_of(two_by_two, ["trace"], "d", "average", False) == ("exploratory", "mean accuracy")
+
+
+def test_a_methods_pooled_row_takes_only_the_training_sets_both_it_and_the_baseline_ran_on():
+    """Two training sets, the baseline run on d1 only (then the method on d1 only): the row pooled over training
+    sets is the difference on d1, not the method's mean over d1 and d2 minus the baseline's on d1 (unpaired sets
+    mixed in)."""
+    import pandas as pd
+
+    from grpo_lambda.tables.keys import KEYS
+
+    config = {**make_config(), "datasets": {"d1": {"source": "registry"}, "d2": {"source": "registry"}}}
+    options = report_options(config)
+    # correct answers of 100 per seed: the method is +5 on d1, and much higher again on d2 (its easier set)
+    right = {("d1", "grpo"): 40, ("d1", "lam"): 45, ("d2", "grpo"): 70, ("d2", "lam"): 90}
+    rows = [{"model": "m", "dataset": dataset, "variant": variant, "seed": seed, "step": "final", "benchmark": b,
+             "id": f"p{p}", "mode": "greedy", "correct": float(p < k + seed)}
+            for (dataset, variant), k in right.items() for seed in SEEDS for b in VERDICTS for p in range(100)]
+    samples = pd.DataFrame(rows).astype({"seed": "Int64"})[KEYS + ["id", "mode", "correct"]]
+    for missing in ("grpo", "lam"):
+        present = samples[~((samples["dataset"] == "d2") & (samples["variant"] == missing))]
+        table = paired_table(Cells(present, config, options), config, options)
+        rows = table[table["benchmark"] == "average"].set_index("dataset")  # lam's rows: d1's, and GRPO-λ's pooled
+        assert set(rows.index) == {"d1", "all"}, missing
+        assert rows.loc["all", "diff"] == pytest.approx(0.05, abs=1e-12), missing
+        assert rows.loc["all", "accuracy"] == pytest.approx(rows.loc["d1", "accuracy"], abs=1e-12), missing
+        assert rows.loc["all", "diff"] == pytest.approx(rows.loc["d1", "diff"], abs=1e-12), missing
+        assert rows.loc["all", "seeds"] == len(SEEDS), missing

@@ -2,6 +2,7 @@
 on ORZMath57K) with Appendix D holding the rest, Appendix E.3's pooled GRPO-λ length bar, and §4.3's
 per-training-set gain (the published MathRL-16K 0.0552 recomputed from the published Appendix E)."""
 
+import matplotlib.pyplot as plt
 import pandas as pd
 import pytest
 import yaml
@@ -49,7 +50,7 @@ def final_table(config) -> pd.DataFrame:
 
 def drawn(fig) -> dict:
     data = figures.figure_data(fig)
-    figures.plt.close(fig)
+    plt.close(fig)
     return data
 
 

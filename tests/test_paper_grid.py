@@ -140,7 +140,7 @@ OWN_CONFIGS = {
     ("config/strace-paper.yaml",): (12, '"strace_quantile": 0.8', '"samples": 16'),
     ("config/oar-paper.yaml",): (3, '"loss_type": "grpo"', '"max_new_tokens": 3000'),  # and oar_pfinal below
     ("config/paper.yaml", "config/sft/think-answer.yaml", "config/sft/no-sft.yaml"): (
-        92, '{"name": "think_format", "weight": 1.0}', '"max_new_tokens": 3000'),
+        36, '{"name": "think_format", "weight": 1.0}', '"max_new_tokens": 3000'),  # §4.2's model alone
 }
 
 
@@ -154,13 +154,20 @@ def test_the_seeds_papers_and_the_no_sft_run_plan_with_their_settings(configs):
     trained = [line for line in lines if "grpo-lambda train --settings" in line]
     evaluated = [line for line in lines if "grpo-lambda evaluate --settings" in line]
     assert len(trained) == cells
-    if configs[0] == "config/strace-paper.yaml":  # their masking on the S-trace cells only
+    if configs[0] == "config/strace-paper.yaml":  # one length for Qwen3's thinking, the 8B row's included
+        assert all('"max_completion_length": 8192' in line for line in trained), trained[:1]
+        assert sum('"per_device_train_batch_size": 1, ' in line and '"steps_per_generation": 64' in line
+                   for line in trained) == 4
+        assert all('"max_new_tokens": 32768' in line for line in evaluated), evaluated[:1]
+        # their masking on the S-trace cells only
         trained = [line for line in trained if '"objective": "strace"' in line]
         assert len(trained) == 3
     assert all(train_needle in line for line in trained), trained[:1]
     assert evaluated and all(evaluate_needle in line for line in evaluated), evaluated[:1]
-    if configs[0] == "config/oar-paper.yaml":  # the authors' P_final on both OAR cells
+    if configs[0] == "config/oar-paper.yaml":  # the authors' P_final on both OAR cells; their loss has no KL term
         assert sum('"oar_pfinal": "reference"' in line for line in trained) == 2
+        assert all('"beta": 0.0' in line and '"steps_per_generation": 1' in line for line in trained)
     if configs[-1] == "config/sft/no-sft.yaml":
         sft = [line for line in lines if "grpo-lambda sft --settings" in line]
         assert sft and all('"num_train_epochs": 0' in line for line in sft)
+        assert all('"source": "Qwen/Qwen2.5-Math-1.5B-Instruct"' in line for line in trained + sft)

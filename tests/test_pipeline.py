@@ -79,9 +79,9 @@ def test_every_cell_logged_every_step_and_kept_its_checkpoints(run):
         log = pd.read_csv(cell / "train_log.csv")
         assert list(log["step"]) == list(range(1, config["rl"]["max_steps"] + 1))
         assert log["reward"].between(0, 1).all() and log["step_time"].gt(0).all()
-        # The format reward is logged at weight 0: a correct answer is a boxed one, so the share of boxed
-        # completions is never below the reward (the share of correct ones), and the reward is accuracy alone.
-        assert log["format_reward"].between(0, 1).all() and (log["format_reward"] >= log["reward"] - 1e-9).all()
+        # The share of boxed answers is logged at weight 0: a correct answer is a boxed one, so it is never
+        # below the reward (the share of correct ones), and the reward is accuracy alone.
+        assert log["boxed_reward"].between(0, 1).all() and (log["boxed_reward"] >= log["reward"] - 1e-9).all()
         for step in config["evaluation"]["checkpoints"]:
             assert (cell / "checkpoints" / f"step-{step}" / "model.safetensors").exists()
             assert (cell / "eval" / str(step) / "arith-1.jsonl").exists()

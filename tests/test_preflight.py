@@ -176,6 +176,23 @@ def test_once_a_check_fails_the_slow_checks_are_skipped_saying_why(tmp_path, mon
     assert not saved[0]["complete"] and saved[0]["verdict"] == "unfinished"
 
 
+@pytest.mark.parametrize("failing", ["step-ratio", "study"])
+def test_a_slow_check_that_fails_stops_the_slow_checks_after_it(tmp_path, monkeypatch, failing):
+    """The step-ratio check failing is a no-go like any other: the study (the default's SFT and RL, minutes to
+    hours) and the vLLM check after it are skipped, naming the failed check."""
+    ran = _fake_checks(monkeypatch, {failing: preflight.Fail(f"{failing} missed its goal")})
+    record = preflight.run(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=str(tmp_path),
+                           out=lambda line: None)
+    after = preflight.SLOW[preflight.SLOW.index(failing) + 1:]
+    assert ran == list(preflight.CHECKS[:preflight.CHECKS.index(failing) + 1])
+    checks = {check["name"]: check for check in record["checks"]}
+    assert checks[failing]["status"] == "fail"
+    for name in after:
+        assert (checks[name]["status"], checks[name]["reason"]) == (
+            "skip", f"{failing} failed: no-go already, the slow checks are left out")
+    assert record["verdict"] == "no-go" and record["complete"]
+
+
 def test_ctrl_c_in_a_check_ends_it_failed_the_rest_skipped_and_the_record_kept(tmp_path, monkeypatch):
     ran = _fake_checks(monkeypatch, {"study": KeyboardInterrupt()})
     saved = []

@@ -65,10 +65,10 @@ def test_the_shorthand_is_the_pair_every_cell_trained_on():
     for rl, first in (({}, reward.accuracy_reward), ({"reward": "evaluation"}, reward.accuracy_reward),
                       ({"reward": "strict"}, reward.strict_accuracy_reward)):
         functions, weights = reward.reward_functions(reward.reward_specs(rl), max_completion_length=96)
-        assert functions == [first, reward.format_reward] and weights == [1.0, 0.0]
-        assert [f.__name__ for f in functions] == [first.__name__, "format_reward"]  # the names TRL logs
+        assert functions == [first, reward.boxed_reward] and weights == [1.0, 0.0]
+        assert [f.__name__ for f in functions] == [first.__name__, "boxed_reward"]  # the names TRL logs
     explicit = reward.reward_specs({"rewards": [{"name": "evaluation", "weight": 1.0},
-                                                {"name": "format", "weight": 0}]})
+                                                {"name": "boxed", "weight": 0}]})
     assert reward.reward_specs({}) == explicit
 
 
@@ -151,7 +151,9 @@ def test_a_bad_reward_is_refused_naming_the_entry_and_why(user_module, name, cul
 
 @pytest.mark.parametrize("rl, culprit", [
     ({"reward": "strict", "rewards": [{"name": "evaluation"}]}, r"rl\.reward and rl\.rewards: give rl\.rewards or"),
-    ({"rewards": [{"name": "evaluation", "weight": 0}, {"name": "format", "weight": 0}]}, r"every weight is 0"),
+    ({"rewards": [{"name": "evaluation", "weight": 0}, {"name": "boxed", "weight": 0}]}, r"every weight is 0"),
+    ({"rewards": [{"name": "evaluation"}, {"name": "format", "weight": 0}]},
+     r"rl\.rewards\[1\]\.name: .*'format' is now 'boxed' .*'think_format'"),
     ({"rewards": [{"name": "evaluation"}, {"name": "evaluation", "weight": 0}]},
      r"rl\.rewards\[1\]: 'evaluation' is logged as 'evaluation_reward', like rl\.rewards\[0\]"),
     ({"rewards": [{"name": "evaluation"}, {"name": "overlong", "weight": 1}]},
@@ -179,19 +181,19 @@ def test_a_models_own_rewards_are_checked_where_they_are_written(user_module):
 
 # ---- train_log.csv columns and DAPO's filter ---------------------------------------------------------
 
-def test_the_default_logs_exactly_the_columns_it_always_did():
-    assert train.reward_columns(["accuracy_reward", "format_reward"], [1.0, 0.0]) == train.LOG_COLUMNS
-    assert train.reward_columns(["strict_accuracy_reward", "format_reward"], [1.0, 0.0]) == train.LOG_COLUMNS
+def test_the_default_logs_exactly_the_log_columns():
+    assert train.reward_columns(["accuracy_reward", "boxed_reward"], [1.0, 0.0]) == train.LOG_COLUMNS
+    assert train.reward_columns(["strict_accuracy_reward", "boxed_reward"], [1.0, 0.0]) == train.LOG_COLUMNS
     assert train.LOG_COLUMNS["reward"] == "reward"  # the tables read these two
-    assert train.LOG_COLUMNS["format_reward"] == "rewards/format_reward/mean"
+    assert train.LOG_COLUMNS["boxed_reward"] == "rewards/boxed_reward/mean"
 
 
-def test_every_other_reward_gets_a_column_after_the_format_reward():
-    columns = train.reward_columns(["accuracy_reward", "format_reward", "overlong_reward", "loss"], [1, 0, 0, 0])
+def test_every_other_reward_gets_a_column_after_the_boxed_reward():
+    columns = train.reward_columns(["accuracy_reward", "boxed_reward", "overlong_reward", "loss"], [1, 0, 0, 0])
     added = [column for column in columns if column not in train.LOG_COLUMNS]
     assert added == ["overlong_reward", "rewards/loss"]  # "loss" is taken: TRL's key name instead
     names = list(columns)
-    assert names.index("overlong_reward") == names.index("format_reward") + 1
+    assert names.index("overlong_reward") == names.index("boxed_reward") + 1
     assert columns["overlong_reward"] == "rewards/overlong_reward/mean"
     # Two trained rewards, or one at another weight: each its own column besides the weighted `reward`.
     assert {"accuracy_reward", "strict_accuracy_reward"} < set(
@@ -200,7 +202,7 @@ def test_every_other_reward_gets_a_column_after_the_format_reward():
 
 
 def test_weight_zero_rewards_reach_trl_at_weight_zero_and_dapos_filter_ignores_them(tmp_path):
-    config = study.validate(_config(rewards=[{"name": "evaluation"}, {"name": "format", "weight": 0},
+    config = study.validate(_config(rewards=[{"name": "evaluation"}, {"name": "boxed", "weight": 0},
                                              {"name": "tag_count", "weight": 0}]))
     settings = study.stage_settings(config, "train", model="tiny", dataset="arith", variant="grpo")
     settings["variant"] = {"objective": "grpo", "loss_type": "dapo", "dynamic_sampling": True}
@@ -264,8 +266,8 @@ def test_the_default_trains_as_before_and_weight_zero_rewards_change_nothing(tmp
     monkeypatch.setitem(reward.REWARDS, "evaluation", length_reward)
     runs = {
         "shorthand": short_run(),  # rl.reward left out: evaluation
-        "explicit": short_run(rewards=[{"name": "evaluation", "weight": 1.0}, {"name": "format", "weight": 0.0}]),
-        "monitored": short_run(rewards=[{"name": "evaluation", "weight": 1.0}, {"name": "format", "weight": 0.0},
+        "explicit": short_run(rewards=[{"name": "evaluation", "weight": 1.0}, {"name": "boxed", "weight": 0.0}]),
+        "monitored": short_run(rewards=[{"name": "evaluation", "weight": 1.0}, {"name": "boxed", "weight": 0.0},
                                         {"name": "tag_count", "weight": 0}, {"name": "overlong", "weight": 0,
                                                                              "cache_tokens": 16}]),
     }
@@ -273,17 +275,17 @@ def test_the_default_trains_as_before_and_weight_zero_rewards_change_nothing(tmp
                for name, config in runs.items()}
 
     # What the trainer receives by default is what the code before rl.rewards handed it:
-    # reward_funcs=[REWARDS[rl.reward], format_reward] with reward_weights [1.0, 0.0].
+    # reward_funcs=[REWARDS[rl.reward], boxed_reward] with reward_weights [1.0, 0.0].
     (functions, names, weights), log, _ = results["shorthand"]
-    assert functions == [reward.REWARDS["evaluation"], reward.format_reward] and weights == [1.0, 0.0]
-    assert names == ["length_reward", "format_reward"]
+    assert functions == [reward.REWARDS["evaluation"], reward.boxed_reward] and weights == [1.0, 0.0]
+    assert names == ["length_reward", "boxed_reward"]
     assert list(log[0]) == list(train.LOG_COLUMNS)  # the same columns, in the same order
     assert results["explicit"][0] == results["shorthand"][0]
 
     # The explicit list trains bit for bit as the shorthand; so do weight-0 monitors added to it.
     def trained(name):
         _, log, model = results[name]
-        return [(row["loss"], row["reward"], row["format_reward"], row["grad_norm"]) for row in log], model
+        return [(row["loss"], row["reward"], row["boxed_reward"], row["grad_norm"]) for row in log], model
 
     assert trained("explicit") == trained("shorthand")
     assert trained("monitored") == trained("shorthand")

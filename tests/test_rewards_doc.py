@@ -26,7 +26,7 @@ def test_the_example_module_and_yaml_validate_and_reward_as_described(tmp_path, 
     study.merge(config, yaml.safe_load(block("yaml")))
     validated = study.validate(config)
     functions, weights = reward.reward_functions(reward.reward_specs(validated["rl"]), max_completion_length=48)
-    assert [f.__name__ for f in functions] == ["evaluation_reward", "format_reward", "length_penalty"]
+    assert [f.__name__ for f in functions] == ["evaluation_reward", "boxed_reward", "length_penalty"]
     assert weights == [1.0, 0.0, 1.0]
     # called as TRL calls it: every keyword of the table, plain strings
     calls = {"prompts": ["p1", "p2"], "completions": ["x" * 250, "The answer is \\boxed{12}."],

@@ -243,7 +243,7 @@ def test_the_think_answer_overlay_reaches_sampling_sft_and_every_prompt():
 
         rl = study.stage_settings(config, "train", model=model, dataset="gsm8k", variant="grpo")["rl"]
         weights = {spec["name"]: spec["weight"] for spec in reward_specs(rl)}
-        assert weights == {"evaluation": 1.0, "format": 0.0, "think_format": 0.0, "tag_count": 0.0}
+        assert weights == {"evaluation": 1.0, "boxed": 0.0, "think_format": 0.0, "tag_count": 0.0}
     prompt = render(None, "qwen_math", "1+1?", open_r1_system)  # qwen_math's system turn, replaced
     assert prompt.startswith("<|im_start|>system\n" + open_r1_system + "<|im_end|>")
 

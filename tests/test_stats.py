@@ -379,3 +379,29 @@ def test_an_accuracy_interval_holds_its_estimate_at_0_and_1():
             for se, df in ((0.0, math.inf), (0.0, 7.0), (1e-3, 7.0)):
                 got = proportion_interval(Interval(p, p - 0.1, p + 0.1, se, df), n)
                 assert 0.0 <= got.low <= p <= got.high <= 1.0, (p, n, se, df, got)
+
+
+def test_a_left_out_seed_stratum_still_counts_in_the_df():
+    """Two arms of 8 seeds × 1,000 problems of coin flips: no seed or problem effect, so the seeds' spread
+    V_r, the problems' V_b and the seed × problem part V_rb all estimate one noise. Here V_r < V_rb: the
+    seed stratum is left out and V = V_b. Its df are not V_b's 999 (p-values no 8 seeds support: the
+    horizon run's TOST p of 1.4e-31 at df 1,393) but Welch–Satterthwaite's over every spread that decided
+    V, V²/(V_b²/999 + V_r²/7 + V_rb²/(7·999)) = 8.5, near the seeds' 7, by hand."""
+    rng = np.random.default_rng(5)
+    baseline = (rng.random((8, 1000)) < 0.5).astype(float)
+    treated = (rng.random((8, 1000)) < 0.5).astype(float)
+    seeds, problems = baseline.shape
+    scores = (treated - baseline - (treated - baseline).mean()) / (seeds * problems)
+    rows, columns = scores.sum(axis=1), scores.sum(axis=0)
+    v_r = seeds / (seeds - 1) * ((rows - rows.mean()) ** 2).sum()
+    v_b = problems / (problems - 1) * ((columns - columns.mean()) ** 2).sum()
+    centred = scores - scores.mean(axis=1, keepdims=True) - scores.mean(axis=0, keepdims=True) + scores.mean()
+    v_rb = seeds * problems / ((seeds - 1) * (problems - 1)) * (centred ** 2).sum()
+    assert v_r < v_rb < v_b  # the seeds are left out, the problems kept
+    interval = paired_difference(treated, baseline)
+    assert interval.se ** 2 == pytest.approx(v_b)
+    expected = v_b ** 2 / (v_b ** 2 / 999 + v_r ** 2 / 7 + v_rb ** 2 / (7 * 999))
+    assert interval.df == pytest.approx(expected) and 7 < interval.df < 9
+    # seeds that answer alike leave nothing out: the interval is the problems' alone, at their df
+    same = paired_difference(np.vstack([treated[0]] * 4), np.vstack([baseline[0]] * 4))
+    assert same.df == pytest.approx(999)

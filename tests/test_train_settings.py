@@ -34,7 +34,7 @@ RL = {
     # The pipeline's own: a prompt filter and the reward function, not TRL fields.
     "max_prompt_length": (64, None), "reward": ("strict", None),
     # The reward functions' weights reach TRL (the functions themselves: tests/test_rewards.py).
-    "rewards": ([{"name": "evaluation", "weight": 1.0}, {"name": "format", "weight": 0.5}], "reward_weights"),
+    "rewards": ([{"name": "evaluation", "weight": 1.0}, {"name": "boxed", "weight": 0.5}], "reward_weights"),
     "report_to": ("mlflow", "report_to"), "trl": ({"top_k": 5}, "top_k"),
     # A callback of the pipeline's (grpo_lambda.completions), not TRL's log_completions.
     "log_completions": ({"every": 3, "prompts": 1}, None),
@@ -149,7 +149,7 @@ def test_a_variant_setting_reaches_trl_and_the_fingerprint(key, tmp_path, finger
     assert same == (key == "label"), key
 
 
-def test_the_format_reward_trains_at_weight_zero(tmp_path):
+def test_the_share_of_boxed_answers_trains_at_weight_zero(tmp_path):
     args = train.build_config(_settings(), output_dir=str(tmp_path), seed=0)
     assert args.reward_weights == [1.0, 0.0]
     bad = copy.deepcopy(CONFIG)

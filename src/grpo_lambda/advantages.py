@@ -160,7 +160,8 @@ def delta_v_bound_advantages(batch: GroupBatch) -> torch.Tensor:
     wide = _wide(batch.eos_probs.dtype)
     mask = batch.mask.to(wide)
     eos = batch.eos_probs.to(wide).clamp(0.0, 1.0) * mask
-    survive = torch.log1p(-eos).cumsum(-1) - torch.log1p(-eos)  # Σ_{k<t} log(1 − p_k)
+    # Σ_{k<t} log(1 − p_k), shifted rather than the total less its own term: at p_k = 1 that is −inf − (−inf)
+    survive = torch.nn.functional.pad(torch.log1p(-eos).cumsum(-1)[..., :-1], (1, 0))
     bound = -torch.expm1(survive) * mask
     return grpo_advantages(batch) + bound.to(batch.advantages.dtype)
 

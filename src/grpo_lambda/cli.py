@@ -6,7 +6,7 @@ reruns exactly the cells it touches) or from a study's config files and, for a c
 names (--configfile config/config.yaml --model tiny ...), for running a stage by hand. Every command that
 reads a config takes --configfile STUDY [OVERLAY ...], merged as Snakemake merges them, and --set
 KEY.PATH=VALUE overrides (as snakemake --config). grpo-lambda status shows where a running grid stands;
-grpo-lambda validate checks a config.
+grpo-lambda validate checks a config; grpo-lambda design-check says what its seeds can resolve.
 """
 
 from __future__ import annotations
@@ -109,11 +109,12 @@ def cmd_validate(args) -> None:
 
     config = _load_config(args)
     name = " + ".join(args.configfile)
-    if not args.config_only:
-        try:
+    try:
+        config_module.check_design(config, name)
+        if not args.config_only:
             config_module.check_environment(config, name, jobs=True)
-        except config_module.ConfigError as error:
-            raise UsageError(str(error)) from None
+    except config_module.ConfigError as error:
+        raise UsageError(str(error)) from None
     if args.show:
         print(json.dumps(config, indent=2))
     else:
@@ -137,6 +138,25 @@ def cmd_status(args) -> None:
     if attention:  # a script or a cron job sees it without parsing the lines
         print("grpo-lambda status: " + "; ".join(f"{len(names)} {state}: {', '.join(names)}"
                                                  for state, names in attention.items()), file=sys.stderr)
+        raise SystemExit(1)
+
+
+def cmd_design_check(args) -> None:
+    """Print every comparison family of the study with what its seeds can resolve; exit 1 when one cannot
+    reject (what `grpo-lambda validate` and Snakemake's start refuse)."""
+    from grpo_lambda import design
+
+    config = _load_config(args)
+    try:
+        effects = design.parse_effects(args.effect)
+    except ValueError as error:
+        raise UsageError(str(error)) from None
+    if effects and not args.pilot:
+        raise UsageError("--effect needs --pilot: the units an effect needs come from a pilot run's variances")
+    pilot = design.pilot_tables(args.pilot) if args.pilot else None
+    table = design.design_table(config, pilot, effects)
+    print(design.render(table, config, args.pilot, effects), end="")
+    if not table["reachable"].all():
         raise SystemExit(1)
 
 
@@ -305,6 +325,15 @@ def cmd_figures(args) -> None:
         raise UsageError(str(error)) from None
 
 
+def cmd_headline(args) -> None:
+    from grpo_lambda import headline
+
+    try:
+        print(headline.main(_study(args), args.tables, args.figures, args.out))
+    except FileNotFoundError as error:
+        raise UsageError(str(error)) from None
+
+
 def cmd_spread(args) -> None:
     from grpo_lambda import spread
     from grpo_lambda.tables.write import write_table
@@ -402,7 +431,8 @@ def parser() -> argparse.ArgumentParser:
 
     sub = stages.add_parser("validate", help="check a study's config and count its RL cells",
                             description="Check a study's config (its files merged, the overrides applied) against "
-                                        "the schema and the cross-checks, and count its RL cells.")
+                                        "the schema and the cross-checks, that every comparison family can reject "
+                                        "at its seeds (grpo-lambda design-check), and count its RL cells.")
     config_options(sub, default=["config/config.yaml"])
     sub.add_argument("--show", action="store_true", help="print the merged, validated config (JSON) instead")
     sub.add_argument("--config-only", action="store_true",
@@ -424,6 +454,21 @@ def parser() -> argparse.ArgumentParser:
                      help="a started cell with no write for longer is stalled, not running (default: %(default)s)")
     sub.add_argument("--json", action="store_true", help="print the cells and totals as JSON, for scripts")
     sub.set_defaults(handler=cmd_status)
+
+    sub = stages.add_parser(
+        "design-check", help="each comparison family of a study: its size, units, floor and whether it can reject",
+        description="One line per comparison family the study's tables will declare (grpo_lambda.config.families): "
+                    "its size m, its units (seeds, or SFT models under sft.seeds), the smallest p one test can give, "
+                    "its procedure (report.multiplicity, report.descriptive), whether it can reject and the units it "
+                    "would need. With --pilot, a published run whose standard errors give each family's minimum "
+                    "detectable effect at the study's units; with --effect, the units its median comparison needs "
+                    "to detect it (grpo_lambda.design). Exit status 1 when a family cannot reject.")
+    config_options(sub, default=["config/config.yaml"])
+    sub.add_argument("--pilot", metavar="DIR", help="an earlier run's folder or its raw/ (e.g. docs/compare-run)")
+    sub.add_argument("--effect", action="append", metavar="[METRIC=]X",
+                     help="an effect to detect (with --pilot): X an accuracy difference, or reward_auc=X, steps=X, "
+                          "slope=X; repeatable. Adds the units each family's median comparison needs")
+    sub.set_defaults(handler=cmd_design_check)
 
     sub = stages.add_parser(
         "preflight", help="check a (GPU) node before a grid runs on it: one line per check, go/no-go, a JSON record",
@@ -508,6 +553,12 @@ def parser() -> argparse.ArgumentParser:
     sub.add_argument("--tables", default="results/tables", metavar="DIR",
                      help="the folder aggregate wrote its tables to (default: %(default)s)")
     sub.add_argument("--out", required=True, metavar="DIR", help="folder to write to")
+
+    sub = stage("headline", cmd_headline, "the report's first screen (Table 1, the primary verdicts, Figure 1) "
+                "from the tables and figures", reads="study")
+    sub.add_argument("--tables", default="results/tables", metavar="DIR", help="the tables (default: %(default)s)")
+    sub.add_argument("--figures", default="results/figures", metavar="DIR", help="the figures (default: %(default)s)")
+    sub.add_argument("--out", required=True, metavar="FILE", help="the HTML fragment to write")
 
     sub = stage("publish", cmd_publish, "push a trained cell's final model, with a model card, to its own hub "
                 "repo (publish.repo_id; needs the network and a token)", ["model", "dataset", "variant"])

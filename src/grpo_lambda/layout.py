@@ -39,13 +39,16 @@ def evaluation(model: str, dataset: str, variant: str, seed, step, benchmark: st
     return f"{cell(model, dataset, variant, seed)}/eval/{step}/{benchmark}.{ext}"
 
 
-def sft(model: str, dataset: str | None) -> str:
+def sft(model: str, dataset: str | None, sft_seed=None) -> str:
     """The SFT stage's folder: ``<model>/<dataset>/sft`` (its model, its self-distilled set), or ``<model>/sft``
-    for an SFT model shared by all the model's training sets (``dataset`` None)."""
-    return f"{model}/sft" if dataset is None else f"{model}/{dataset}/sft"
+    for an SFT model shared by all the model's training sets (``dataset`` None). A study with several SFT
+    models per condition (``sft.seeds``) keeps each in ``<...>/sft/seed<sft_seed>`` (the self-distilled set,
+    which does not depend on the SFT seed, stays in ``<...>/sft``)."""
+    folder = f"{model}/sft" if dataset is None else f"{model}/{dataset}/sft"
+    return folder if sft_seed is None else f"{folder}/seed{sft_seed}"
 
 
-def sft_evaluation(model: str, dataset: str, benchmark: str, ext: str = "jsonl") -> str:
+def sft_evaluation(model: str, dataset: str, benchmark: str, ext: str = "jsonl", sft_seed=None) -> str:
     """The SFT baseline of one training set's cells on ``benchmark``: kept under the training set's folder even
     when the SFT model is shared, so that every cell's baseline lies beside it."""
-    return f"{sft(model, dataset)}/eval/final/{benchmark}.{ext}"
+    return f"{sft(model, dataset, sft_seed)}/eval/final/{benchmark}.{ext}"

@@ -16,6 +16,8 @@ importance weights (the log coefficient and the optional extra per-token factor)
 - ``grpo_lambda``, update ``trace`` (ε-trace, paper Eq. 1–2): log coef_t = Σ_{c≤t} W[t,c](ℓ_c − ℓ_old,c).
 - ``grpo_lambda``, update ``weight`` (ε-weight, authors' released code): the GRPO coefficient, and
   extra_t = Σ_{c≤t} W[t,c](1 + σ(ℓ_c − 1)), not detached.
+- ``grpo_lambda``, update ``position`` (ε-weight as §3.2 words it): the GRPO coefficient, and
+  extra_t = Σ_{l=0}^{t} (γλ)^l (Eq. 2's max((γλ)^l, (γλ)^(t−l)) for style both), a constant of the position.
 - ``ptrace`` (P-trace, arXiv 2605.05965; an INTERPRETATION of its abstract, the only public text, which
   calls its traces approximate historical importance weights with a partial trust region, and GSPO the
   special case of uniform credit assignment): the ratio of token t is a credit-weighted geometric mean of
@@ -74,8 +76,8 @@ class ObjectiveParams:
     lam, gamma            trace decay κ = γλ (grpo_lambda, ptrace, strace)
     style, form, eps      trace matrix shape and floor ε (see grpo_lambda.traces)
     update                "trace": the traced ratio inside the clip | "weight": per-token loss × trace
-                          of 1 + σ(log π − 1) (Algorithm 2) | "position": per-token loss × the trace of 1
-                          (§3.2: a weight per position, computed once, no log-probs)
+                          of 1 + σ(log π − 1) (Algorithm 2) | "position": per-token loss × §3.2's
+                          Σ_{l=0}^{t} (γλ)^l (`position_weight`: a weight per position, no log-probs)
     advantage_clamp       advantages below it are raised to it (paper: −0.1); None: no clamp
     beta                  KL coefficient (k3 estimator to the reference policy)
     kl_ratio_correction   multiply the KL by the token ratio π_θ/π_old (TRL's use_bias_correction_kl)
@@ -252,9 +254,8 @@ def _traced_ratio(logps, log_ratio, mask, params, trace_mask):
         with torch.no_grad():
             row_sums = trace(torch.ones_like(mask, dtype=torch.float32), mask, params)
         return log_coef, None, row_sums.to(logps.dtype)
-    if params.update == "position":  # §3.2's reading: w_t = Σ_l (γλ)^l, a weight per position, no log-probs
-        with torch.no_grad():
-            factor = trace(torch.ones_like(mask, dtype=_wide(logps.dtype)), mask, params)  # kept in ≥ float32
+    if params.update == "position":  # §3.2: a weight per position, no log-probs
+        factor = position_weight(mask, params, dtype=_wide(logps.dtype))  # kept in ≥ float32
         return log_ratio, factor, factor
     # weight: gradient flows through the factor, as in the authors' code
     factor = trace(1 + torch.sigmoid(logps - 1), mask, params)
@@ -321,6 +322,16 @@ def _wide(dtype: torch.dtype) -> torch.dtype:
 
 def _at_least_float32(x: torch.Tensor) -> torch.Tensor:
     return x.to(_wide(x.dtype))
+
+
+def position_weight(mask: torch.Tensor, params: ObjectiveParams, *, dtype: torch.dtype = torch.float32) -> torch.Tensor:
+    """§3.2's ε-weight of the completion token at position t: w_t = Σ_{l=0}^{t} tr(t, l), with tr(t, l) = (γλ)^l
+    (style recent: the paper's Σ_{l=0}^{t} (γλ)^l = (1 − (γλ)^(t+1)) / (1 − γλ)) or Eq. 2's max((γλ)^l, (γλ)^(t−l))
+    (both); "early" gives 1 + Σ_{l=1}^{t} (γλ)^(t−l). That is the row sum of the relative-form W without a floor:
+    the run's form, ε and n shape the log-prob trace of the other updates, not this weight, which depends on the
+    position alone (the mask's zeros are multiplied out by the loss). Detached, (B, T) in ``dtype``."""
+    ones = torch.ones(mask.shape, dtype=dtype, device=mask.device)
+    return apply_trace(ones, params.lam, gamma=params.gamma, style=params.style, form="relative", eps=0.0)
 
 
 def trace(x: torch.Tensor, mask: torch.Tensor, params: ObjectiveParams) -> torch.Tensor:

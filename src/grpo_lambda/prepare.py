@@ -36,6 +36,7 @@ def rows_for(settings: dict, summary: files.ReadSummary | None = None) -> tuple[
     if settings["source"] == "synthetic":
         horizon = {"columns": settings["columns"], "carry_free_share": settings.get("carry_free_share", 1.0)} \
             if "columns" in settings else {}
+        horizon.update({key: settings[key] for key in ("decoys", "decoy_position") if key in settings})
         if role == "train":
             rows = arith.generate(settings["n"], seed=settings["seed"], levels=settings.get("levels"),
                                   box_rate=settings.get("box_rate", 1.0),
@@ -43,7 +44,7 @@ def rows_for(settings: dict, summary: files.ReadSummary | None = None) -> tuple[
         else:
             levels = None if horizon else [settings["level"]]
             rows = arith.generate(settings["n"], seed=settings["seed"], levels=levels, held_out=True,
-                                  prefix=key, **horizon)
+                                  carry_error_rate=0.0, prefix=key, **horizon)
         if summary is not None:
             summary.rows = len(rows)
         return rows, 0

@@ -35,7 +35,25 @@ the plain CGM intersection term (raw U_gh²) would also subtract part of the pro
 1/S of it. A stratum of one seed (a single run, the SFT model) has no seed term: its interval is over
 problems alone. A stratum whose spread is no larger than the seed × problem part it holds (its own
 variance estimated at or below zero, e.g. two arms whose seeds move them alike) is left out, the
-interaction then counted once through the other side: the truncated ANOVA estimator, V ≥ 0.
+interaction then counted once through the other side: the truncated ANOVA estimator, V ≥ 0. The seeds
+still decided V, so their spread still counts in its degrees of freedom: ν's denominator keeps the left-out
+stratum's term V_r²/(G_r − 1) and its blocks' V_rb²/((G_r − 1)(H_b − 1)), as it would have held them kept
+(so ν does not jump at the truncation). Then ν ≤ (G_r − 1)·(V/V_r)²: the seeds' own df where their
+spread is as large as V. Without it ν is the problems' H_b − 1 alone, a thousand at a thousand problems,
+whatever the seeds showed: the horizon run's 14-column TOST p was 1.4e-31 from 8 seeds at df 1,393 (36 df,
+2e-14, with the seeds' term). Seeds that answer alike (spread and seed × problem part both 0) leave
+nothing out.
+
+Nested draws. A study with several SFT models per condition (``sft.seeds``) runs its RL seeds nested in
+them: seed s starts from one SFT model k(s), and what a reader wants to know is the method's effect over
+SFT models, not on the few it happened to get. The tables then give each RL row the cluster (stratum,
+k(s)) (``Term.clusters``) and the SFT model's own row the same cluster: R_g above is summed over the rows of
+a cluster, G_r counts the SFT models, and V is the cluster-robust variance at the top level of the
+nesting, which holds the RL seeds' spread within each SFT model as well as the SFT models' own (Cameron &
+Miller 2015, "A practitioner's guide to cluster-robust inference", §IV: cluster at the coarsest level).
+ν then comes from K − 1 per stratum: with three SFT models t_{0.975, 2} = 4.30, the honest price of
+asking about SFT models one has three of. Without ``sft.seeds`` every row is its own cluster and the
+intervals are conditional on the one SFT model per condition; the tables say so.
 
 The interval is θ̂ ± t_{ν}·√V with ν from Welch–Satterthwaite over the components (each seed stratum
 has G_r − 1 degrees of freedom, each benchmark H_b − 1, each block their product): ν ≈ S − 1 when the
@@ -79,6 +97,12 @@ class Term:
     NaN = not evaluated. Columns of terms with the same ``problems`` key must be the same problems in the
     same order. ``rows`` names the seeds (default 0, 1, ...): a row is the same run in every term with
     the same ``seeds`` key and row name (paired), and independent of every other row.
+
+    ``clusters``, where set, names each row's draw one level up, as a (stratum, cluster) pair: the SFT
+    model an RL run started from, in a study with several SFT models per condition. Rows of one cluster
+    (in any term) are summed before the spread is taken, so the interval is over the clusters of each
+    stratum (the SFT models), which holds the spread of the RL seeds within them too (module docstring,
+    "Nested draws").
     """
 
     weight: float
@@ -86,6 +110,7 @@ class Term:
     seeds: Hashable
     problems: Hashable
     rows: tuple | None = field(default=None)
+    clusters: tuple | None = field(default=None)
 
 
 @dataclass(frozen=True)
@@ -196,6 +221,7 @@ def linear_interval(terms: Sequence[Term], level: float = 0.95) -> Interval:
     row_index: dict[tuple, int] = {}       # (seeds key, row name) -> global row
     column_index: dict[Hashable, int] = {}  # problems key -> first global column
     widths: dict[Hashable, int] = {}
+    cluster_of: dict[int, tuple] = {}       # global row -> (stratum, cluster): the draw it belongs to
     placed = []
     for term, matrix in zip(terms, matrices):
         names = tuple(range(matrix.shape[0])) if term.rows is None else tuple(term.rows)
@@ -206,7 +232,14 @@ def linear_interval(terms: Sequence[Term], level: float = 0.95) -> Interval:
                              f"({matrix.shape[1]} vs {widths[term.problems]})")
         if term.problems not in column_index:
             column_index[term.problems] = sum(widths.values()) - matrix.shape[1]
+        if term.clusters is not None and len(term.clusters) != len(names):
+            raise ValueError(f"clusters {term.clusters!r} do not name the {len(names)} rows of a term once each")
         rows = [row_index.setdefault((term.seeds, name), len(row_index)) for name in names]
+        for row, name, cluster in zip(rows, names, term.clusters or [None] * len(names)):
+            drawn = (term.seeds, ("row", name)) if cluster is None else tuple(cluster)
+            if cluster_of.setdefault(row, drawn) != drawn:
+                raise ValueError(f"row {name!r} of seeds key {term.seeds!r} is in two clusters: "
+                                 f"{cluster_of[row]!r} and {drawn!r}")
         placed.append((rows, column_index[term.problems]))
 
     n_rows, n_columns = len(row_index), sum(widths.values())
@@ -223,18 +256,26 @@ def linear_interval(terms: Sequence[Term], level: float = 0.95) -> Interval:
         scores[block] += np.where(observed, scale * matrix - scale * mean, 0.0)
     estimate = float(totals.sum())
 
-    row_keys = list(dict.fromkeys(key for key, _ in row_index))
-    row_strata = [np.array([row for (key, _), row in row_index.items() if key == k]) for k in row_keys]
+    # The rows' scores summed per cluster (a row that is its own cluster stays as it is); strata of clusters.
+    clusters = list(dict.fromkeys(cluster_of[row] for row in range(n_rows)))
+    cluster_index = {cluster: c for c, cluster in enumerate(clusters)}
+    summed = np.zeros((len(clusters), n_columns))
+    np.add.at(summed, [cluster_index[cluster_of[row]] for row in range(n_rows)], scores)
+    row_keys = list(dict.fromkeys(stratum for stratum, _ in clusters))
+    row_strata = [np.array([c for c, (stratum, _) in enumerate(clusters) if stratum == k]) for k in row_keys]
     column_strata = [np.arange(start, start + widths[key]) for key, start in column_index.items()]
     columns_of = list(column_index)
-    blocks = {(row_keys.index(term.seeds), columns_of.index(term.problems)) for term in terms}
-    components = _components(scores, row_strata, column_strata, blocks)
-    return _t_from(estimate, sum(c * v for v, _, c in components), components, level)
+    blocks = {(row_keys.index(cluster_of[row][0]), columns_of.index(term.problems))
+              for term, (rows, _) in zip(terms, placed) for row in rows}
+    components, left_out = _components(summed, row_strata, column_strata, blocks)
+    return _t_from(estimate, sum(c * v for v, _, c in components), components, level, left_out)
 
 
 def _components(scores: np.ndarray, row_strata: list[np.ndarray], column_strata: list[np.ndarray],
-                blocks: set[tuple[int, int]]) -> list[tuple[float, int, float]]:
-    """The variance components of the module docstring as (variance, degrees of freedom, coefficient).
+                blocks: set[tuple[int, int]]) -> tuple[list[tuple[float, int, float]], float]:
+    """The variance components of the module docstring as (variance, degrees of freedom, coefficient), and
+    the Welch–Satterthwaite terms v²/df of the seed strata that were left out and of their blocks, which
+    the df still count (module docstring).
 
     Each seed stratum r gives V_r (its seeds' spread), each benchmark b V_b (its problems' spread), each
     block (r, b) of terms V_rb (the seed × problem part, which V_r and V_b both hold). A stratum whose
@@ -264,7 +305,11 @@ def _components(scores: np.ndarray, row_strata: list[np.ndarray], column_strata:
         coefficient = 1.0 - (r in kept_seeds) - (b in kept_problems)
         if coefficient:
             components.append((variance, df, coefficient))
-    return components
+    # The df still count a left-out seed stratum and its blocks (coefficient 0 above), as when it is kept.
+    truncated = set(seeds) - kept_seeds
+    left_out = sum(seeds[r][0] ** 2 / seeds[r][1] for r in truncated)
+    left_out += sum(v * v / df for (r, b), (v, df) in crossed.items() if r in truncated and b in kept_problems)
+    return components, left_out
 
 
 def _spread(totals: np.ndarray) -> float:
@@ -272,12 +317,14 @@ def _spread(totals: np.ndarray) -> float:
     return len(totals) / (len(totals) - 1) * float(((totals - totals.mean()) ** 2).sum())
 
 
-def _t_from(estimate: float, variance: float, components: list[tuple[float, int, float]], level: float) -> Interval:
-    """The t interval at ``variance`` with Welch–Satterthwaite degrees of freedom over ``components``."""
+def _t_from(estimate: float, variance: float, components: list[tuple[float, int, float]], level: float,
+            left_out: float = 0.0) -> Interval:
+    """The t interval at ``variance`` with Welch–Satterthwaite degrees of freedom over ``components`` and
+    the terms ``left_out`` (Σ v²/df of truncated seed strata and their blocks) that decided the variance."""
     if variance <= 0 or not components:
         return Interval(estimate, estimate, estimate, 0.0, float("inf")) if components else \
             Interval(estimate, float("nan"), float("nan"))
-    spread = sum((c * v) ** 2 / df for v, df, c in components if v > 0)
+    spread = sum((c * v) ** 2 / df for v, df, c in components if v > 0) + left_out
     df = variance * variance / spread if spread > 0 else float("inf")
     half = student_t_quantile((1 + level) / 2, df) * math.sqrt(variance)
     return Interval(estimate, estimate - half, estimate + half, math.sqrt(variance), df)
@@ -322,7 +369,18 @@ def _subset_means(values) -> np.ndarray:
     return np.sort(subsets @ np.asarray(values, dtype=float) / subsets.sum(axis=1))
 
 
-def seed_interval(values, level: float = 0.95, seeds=None) -> Interval:
+def cluster_means(values, seeds, clusters) -> tuple[np.ndarray, tuple]:
+    """Per-seed values averaged within their clusters (the SFT model each RL seed started from, in the order
+    clusters first appear; NaN values left out), and the clusters' names: the exchangeable units of a
+    nested design, whose seed-level test flips the SFT models' means, not the seeds'."""
+    values = np.asarray(values, dtype=float)
+    names = tuple(dict.fromkeys(c for c, v in zip(clusters, values) if not np.isnan(v)))
+    means = [float(np.mean([v for c, v in zip(clusters, values) if c == name and not np.isnan(v)]))
+             for name in names]
+    return np.array(means), names
+
+
+def seed_interval(values, level: float = 0.95, seeds=None, clusters=None) -> Interval:
     """The seed-level procedure: the mean of per-seed values (a run's AUC, a per-seed paired difference)
     with the interval of the exact paired sign-flip test inverted (Hartigan 1969: the 2^n − 1 subset
     means cut the line into 2^n pieces of equal chance under symmetry, so [m_(k), m_(2^n − k)] with
@@ -330,8 +388,12 @@ def seed_interval(values, level: float = 0.95, seeds=None) -> Interval:
     test's (:func:`sign_flip_p`), never below 2^(1−n). Where k = 0 (fewer than 6 seeds at 95%) no
     interval exists: low and high are ∓inf (the tables say "too few seeds"). Chosen over the t interval,
     a bootstrap and Hodges–Lehmann by simulation (docs/statistics.md, tests/test_seed_interval.py).
-    ``se`` and ``df`` are the t statistic's (s/√n, n − 1), for the MDE. ``seeds`` names the values."""
+    ``se`` and ``df`` are the t statistic's (s/√n, n − 1), for the MDE. ``seeds`` names the values.
+    ``clusters`` (one per value: the SFT model of each RL seed, in a nested design) makes the units the
+    clusters' means (:func:`cluster_means`), named by cluster."""
     _check_level(level)
+    if clusters is not None:
+        values, seeds = cluster_means(values, seeds, clusters)
     values = np.asarray(values, dtype=float)
     keep = ~np.isnan(values)
     names = None if seeds is None else tuple(s for s, k in zip(seeds, keep) if k)
@@ -419,6 +481,80 @@ def holm(p_values) -> np.ndarray:
         running = max(running, min(1.0, (len(order) - rank) * p[index]))
         adjusted[index] = running
     return adjusted
+
+
+# Beyond MAX_EXACT_SEEDS units max-T draws this many sign vectors (and the identity), from a fixed seed.
+MAX_T_DRAWS = 2 ** 16
+
+
+def _sign_vectors(n: int) -> np.ndarray:
+    """The sign vectors a joint sign-flip test runs over, the identity first: all 2^n for n up to
+    MAX_EXACT_SEEDS, else the identity and MAX_T_DRAWS drawn with a fixed seed (so the same every run)."""
+    if n <= MAX_EXACT_SEEDS:
+        return np.vstack([np.ones(n), 1.0 - 2.0 * _subsets(n)])  # the subsets of seeds whose sign flips
+    drawn = np.random.default_rng(0).choice([-1.0, 1.0], size=(MAX_T_DRAWS, n))
+    return np.vstack([np.ones(n), drawn])
+
+
+def max_t(values, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
+    """Westfall–Young step-down max-T over joint sign flips of the units (RL seeds, or SFT models), for a
+    family of m comparisons with one value each per unit: ``values`` is (n units, m), e.g. each line's
+    per-seed paired difference with the one baseline they share (NaN: that unit lacks the comparison,
+    which then adds nothing to it).
+
+    Each comparison's statistic is T_j = |Σ_s ε_s d_sj| / √(Σ_s d_sj²), the sign-flip form of |t| (the
+    denominator does not change under a flip, and |t| is monotone in T_j). Under the joint null the vector
+    of a unit's m differences is as likely as its negation, so every joint flip ε (one sign per unit, the
+    same for every comparison: it keeps their dependence) is equally likely; the adjusted p of the k-th
+    largest T is the share of flips whose maximum over that comparison and the less significant ones
+    reaches it, made monotone (Westfall & Young 1993, Algorithm 2.8; strong control of the family-wise
+    error under subset pivotality). Exact at up to MAX_EXACT_SEEDS units (all 2^n flips); above, from
+    MAX_T_DRAWS flips drawn with a fixed seed. The smallest adjusted p is 2^(1−n) (a flip and its negation
+    give the same T), whatever m: Holm over m sign-flip tests cannot go below m · 2^(1−n).
+
+    Returns the adjusted p-values and the level each comparison faces at the first step: the chance under
+    the flips that its own T exceeds the family's critical value (between α/m and α; 0 where it cannot).
+    One comparison alone gets the two-sided sign-flip p (:func:`sign_flip_p`).
+    """
+    _check_level(level)
+    d = np.asarray(values, dtype=float)
+    if d.ndim != 2:
+        raise ValueError(f"max_t needs (units, comparisons) values, got shape {d.shape}")
+    n, m = d.shape
+    if m == 0:
+        return np.zeros(0), np.zeros(0)
+    d = np.where(np.isnan(d), 0.0, d)
+    norms = np.sqrt((d ** 2).sum(axis=0))
+    flips = _sign_vectors(n)
+    with np.errstate(invalid="ignore", divide="ignore"):
+        t = np.where(norms > 0, np.abs(flips @ d) / np.where(norms > 0, norms, 1.0), 0.0)  # (flips, m)
+    observed = t[0]
+    reaches = lambda sums, bound: sums >= bound - 1e-12 * max(1.0, bound)  # noqa: E731 (ties within rounding)
+    order = np.argsort(-observed, kind="stable")
+    adjusted = np.empty(m)
+    running = np.zeros(len(flips))
+    for k in range(m - 1, -1, -1):  # successive maxima, from the least significant comparison up
+        running = np.maximum(running, t[:, order[k]])
+        adjusted[k] = reaches(running, observed[order[k]]).mean()
+    p = np.empty(m)
+    p[order] = np.maximum.accumulate(adjusted)
+    # The first step rejects comparison j when fewer than α·F flips' maxima reach T_j: T_j above the
+    # ⌈α·F⌉-th largest maximum. The level j faces is the share of flips whose own T_j lies above it.
+    largest = np.sort(t.max(axis=1))[::-1]
+    critical = largest[int(math.ceil((1 - level) * len(flips))) - 1]
+    faced = np.mean(t > critical + 1e-12 * max(1.0, critical), axis=0)
+    return p, faced
+
+
+def bounded(interval: Interval, low: float = 0.0, high: float = 1.0) -> Interval:
+    """``interval`` cut to the range its quantity cannot leave (a share: [0, 1]). The quantity always lies
+    in the range, so the cut interval holds it exactly when the uncut one does: the coverage is unchanged.
+    A t interval of a share near 0 reaches below 0 otherwise."""
+    if math.isnan(interval.low):
+        return interval
+    return Interval(interval.estimate, min(max(interval.low, low), interval.estimate),
+                    max(min(interval.high, high), interval.estimate), interval.se, interval.df, interval.values,
+                    interval.seeds)
 
 
 def pass_at_k(n: int, c: int, k: int) -> float:

@@ -47,7 +47,7 @@ LOG_COLUMNS = {
     "clip_ratio_low": "clip_ratio/low_mean",
     "clip_ratio_high": "clip_ratio/high_mean",
     "clip_ratio_region": "clip_ratio/region_mean",
-    "format_reward": "rewards/format_reward/mean",
+    "boxed_reward": "rewards/boxed_reward/mean",  # the share of boxed answers (named format_reward before)
     "trace_weight": "trace_weight",
     "trace_token_fraction": "trace_token_fraction",
     "dropped_groups": "dynamic_sampling/dropped_groups",
@@ -143,7 +143,7 @@ class WriteCompletions(TrainerCallback):
 
 def reward_columns(names: list[str], weights: list[float]) -> dict[str, str]:
     """LOG_COLUMNS with a column for the mean of each reward function (TRL's ``rewards/<name>/mean``), named after
-    the function (``rewards/<name>`` where that name is taken), after ``format_reward``. A lone trained function
+    the function (``rewards/<name>`` where that name is taken), after ``boxed_reward``. A lone trained function
     at weight 1 gets none: its mean is the ``reward`` column (so the default's columns are LOG_COLUMNS).
     """
     trained = [name for name, weight in zip(names, weights) if weight != 0]
@@ -156,7 +156,7 @@ def reward_columns(names: list[str], weights: list[float]) -> dict[str, str]:
     columns = {}
     for column, key in LOG_COLUMNS.items():
         columns[column] = key
-        if column == "format_reward":
+        if column == "boxed_reward":
             columns.update(own)
     return columns
 

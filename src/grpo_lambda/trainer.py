@@ -95,9 +95,10 @@ class GRPOLambdaTrainer(GRPOTrainer):
     def _estimate_advantages(self, output):
         """(B, T) advantages of the configured estimator (`grpo_lambda.advantages`) on this process's rows.
 
-        Its input: the training rewards (TRL's weighted sum, NaN where no function scored the row), the loss
-        mask, TRL's group-normalised advantage A_i, reshaped to A_i · w_t first when OAR is on, and the
-        statistics the estimator asks for (a forward pass of the policy as it is now, which generated the batch).
+        Its input: the training rewards (TRL's weighted sum, NaN where no function of nonzero weight scored the
+        row, as in `uninformative_groups`), the loss mask, TRL's group-normalised advantage A_i, reshaped to
+        A_i · w_t first when OAR is on, and the statistics the estimator asks for (a forward pass of the policy as
+        it is now, which generated the batch).
         """
         name = self.args.advantage_estimator
         estimator = ADVANTAGE_ESTIMATORS[name]
@@ -114,7 +115,8 @@ class GRPOLambdaTrainer(GRPOTrainer):
                              f"from row {start}, num_generations {self.num_generations}")
         rewards_per_func = self._rewards_per_func[start:start + local_rows]
         rewards = (rewards_per_func * self.reward_weights.to(rewards_per_func)).nansum(-1)
-        rewards[torch.isnan(rewards_per_func).all(-1)] = math.nan  # TRL's unscorable rows
+        # unscored: no function of nonzero weight scored the row (a weight-0 monitor does not make it a 0 reward)
+        rewards[torch.isnan(rewards_per_func[:, self.reward_weights != 0]).all(-1)] = math.nan
         statistics = self._token_statistics(output, estimator.needs) if needs_forward(name) else {}
         if "completion_ids" in estimator.needs:
             statistics["completion_ids"] = output["completion_ids"]

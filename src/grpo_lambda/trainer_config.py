@@ -44,8 +44,8 @@ class GRPOLambdaConfig(GRPOConfig):
     trace_update: str = field(
         default="trace",
         metadata={"help": "'trace': traced ratio inside the clip (ε-trace); 'weight': per-token loss times the "
-                  "trace of 1 + σ(log π − 1) (ε-weight, Algorithm 2); 'position': per-token loss times the trace of 1 "
-                  "(§3.2's per-position weight)."},
+                  "trace of 1 + σ(log π − 1) (ε-weight, Algorithm 2); 'position': per-token loss times §3.2's "
+                  "per-position weight Σ_{l=0}^{t} (γλ)^l, whatever the form, ε and n."},
     )
     trace_eps: float = field(default=0.0, metadata={"help": "Floor ε of the off-diagonal trace weights."})
     trace_length: int | str | None = field(

@@ -98,6 +98,15 @@ def _rl_trl(**trl):
 
 
 CROSS_CHECKS = {
+    "several SFT models set per model": (
+        lambda c: c["models"]["tiny"].update(sft={"seeds": [0, 1]}),
+        r"models\.tiny\.sft\.seeds: several SFT models are the study's choice; set sft\.seeds at the top level"),
+    "one SFT seed and several": (lambda c: c["sft"].update(seeds=[0, 1]),
+                                 r"sft\.seed and sft\.seeds: give one SFT seed \(sft\.seed\) or several"),
+    "RL seeds that do not split among the SFT models": (
+        lambda c: (c["sft"].pop("seed"), c["sft"].update(seeds=[0, 1, 2])),
+        r"seeds: 4 RL seeds cannot be split equally among the 3 SFT models of sft\.seeds \[0, 1, 2\]; "
+        r"give a multiple of 3"),
     "unknown rl.trl key": (_rl_trl(steps_per_generaton=2), r"config: rl\.trl\.steps_per_generaton is not a field"),
     "rl.trl key the pipeline sets": (_rl_trl(max_steps=3), r"rl\.trl\.max_steps is set by the pipeline itself; set rl\.max_steps"),
     # As found: rl.trl.learning_rate 1e-5 trained the cells while rl.learning_rate said 3e-5.

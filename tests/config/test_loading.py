@@ -224,3 +224,18 @@ def test_an_sft_overlay_merges_over_the_paper_grid(overlay):
     settings = study.stage_settings(config, "sft", model="r1-qwen-7b", dataset="gsm8k")
     assert settings["sft"]["packing"] is shared and settings["sft"]["learning_rate"] == 2.0e-5
     assert settings["dataset"] == (None if shared else "gsm8k")  # one job for all the model's training sets
+
+
+def test_a_model_set_to_null_by_an_overlay_leaves_the_study():
+    """Snakemake's merge cannot remove a key; a model set to null is left out (config/sft/no-sft.yaml narrows the
+    paper grid to §4.2's model so), and a study left with no model is refused."""
+    merged = {}
+    for name in ("paper.yaml", "sft/think-answer.yaml", "sft/no-sft.yaml"):
+        study.merge(merged, yaml.safe_load((ROOT / "config" / name).read_text()))
+    assert merged["models"]["r1-qwen-7b"] is None
+    config = study.validate(merged)
+    assert list(config["models"]) == ["qwen-math-1.5b"]
+    assert len(study.rl_cells(config)) == 36 and {cell["model"] for cell in study.rl_cells(config)} == {"qwen-math-1.5b"}
+    assert config["sft"]["num_train_epochs"] == 0
+    with pytest.raises(study.ConfigError, match="models"):
+        study.validate({**merged, "models": {name: None for name in merged["models"]}})

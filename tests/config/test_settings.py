@@ -30,12 +30,17 @@ def test_the_default_plan_has_every_stage(tmp_path):
 
 def test_the_comparison_grid_changes_only_the_variants_and_the_steps_per_generation():
     """compare.yaml must differ from the default in the methods alone, or its table compares more than methods. It
-    runs more seeds (8, so that its paired verdicts resolve smaller gaps), the default's among them."""
+    runs more seeds (8, so that its paired verdicts resolve smaller gaps), and its SFT model and seeds are draws
+    its study never ran before (report.history): the SFT stage differs from the default's in its seed alone."""
     default = study.load(ROOT / "config" / "config.yaml")
     compare = study.load(ROOT / "config" / "compare.yaml")
-    for block in ("models", "datasets", "benchmarks", "sft", "evaluation"):
+    for block in ("models", "datasets", "benchmarks", "evaluation"):
         assert compare[block] == default[block], block
-    assert compare["seeds"][:len(default["seeds"])] == default["seeds"] and len(compare["seeds"]) >= 8
+    assert {k: v for k, v in compare["sft"].items() if k != "seed"} == \
+        {k: v for k, v in default["sft"].items() if k != "seed"}
+    before = compare["report"]["history"]["seeds_run_before"]
+    assert len(compare["seeds"]) >= 8 and not set(compare["seeds"]) & set(before["rl"])
+    assert compare["sft"]["seed"] not in before["sft"]
     assert {k: v for k, v in compare["rl"].items() if k != "trl"} == {k: v for k, v in default["rl"].items() if k != "trl"}
     assert compare["results"] != default["results"]
     assert set(default["variants"]) & set(compare["variants"]) <= {"grpo", "recent-trace-0.99"}

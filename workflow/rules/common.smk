@@ -5,9 +5,11 @@ import sys
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
+from snakemake.logging import logger as snakemake_logger
 
 from grpo_lambda import launch, layout, prefetch
 from grpo_lambda import config as study
+from grpo_lambda.captions import caption_counts
 from grpo_lambda.config.report import report_options
 from grpo_lambda.tables import names
 
@@ -52,13 +54,16 @@ DATASETS = list(config["datasets"])
 BENCHMARKS = list(config["benchmarks"])
 VARIANTS = list(config["variants"])
 CELLS = study.rl_cells(config)
+SFT_SEEDS = study.sft_seeds(config) or [None]  # with sft.seeds, several SFT models per condition
 HUB_SOURCES = prefetch.hub_sources(config)
 
 # When jobs are about to run (not in a dry run, which plans the paper grid on a machine without vLLM): the
-# software they need must be where they run (grpo_lambda.environment).
+# software they need must be where they run (grpo_lambda.environment), and every comparison family the
+# tables will declare must be able to reject at the study's seeds (grpo_lambda.config.families).
 onstart:
     try:
         study.check_environment(config, source="config", jobs=True)
+        study.check_design(config, source="config")
     except study.ConfigError as error:
         raise WorkflowError(str(error)) from None
 
@@ -70,7 +75,7 @@ shell.prefix("set -euo pipefail; export HF_HUB_OFFLINE=1 HF_DATASETS_OFFLINE=1 G
              " GRPO_LAMBDA_JOB_HOST=$(hostname); ")
 
 # CPU-only rules run on the submitting machine, not as cluster jobs: downloads (prefetch, prepare_*),
-# the tiny model's build, the horizon band check, tables and figures.
+# the tiny model's build, the horizon band check, tables, figures and the report's headline.
 localrules:
     prefetch,
     prepare_dataset,
@@ -80,6 +85,7 @@ localrules:
     check_band,
     aggregate,
     figures,
+    headline,
     all,
 
 
@@ -94,6 +100,7 @@ wildcard_constraints:
     benchmark=alternatives(BENCHMARKS),
     sft_set=alternatives([study.sft_set(config)["name"]]),
     seed=r"\d+",
+    sft_seed=r"\d+",
     step=r"final|\d+",
 
 
@@ -145,10 +152,10 @@ BANDED = HORIZON["chains"] if HORIZON and HORIZON["band"] else {}
 
 
 def band_check(w):
-    """The band check this cell's RL waits for, or nothing outside a banded horizon study."""
+    """The band check this cell's RL waits for (its own SFT model's), or nothing outside a banded horizon study."""
     if w.dataset not in BANDED:
         return []
-    return f"{RESULTS}/{layout.sft(w.model, w.dataset)}/band.json"
+    return f"{RESULTS}/{layout.sft(w.model, w.dataset, study.sft_seed_of(config, int(w.seed)))}/band.json"
 
 
 def cell_dir(w):
@@ -183,8 +190,11 @@ def base_model(w):
 
 
 def sft_model(w):
-    """The SFT model an RL cell starts from: the model's own for this training set, or the one it shares."""
-    return f"{RESULTS}/{study.sft_folder(config, w.model, w.dataset)}/model"
+    """The SFT model an RL cell starts from (the model's own for this training set, or the one it shares; with
+    sft.seeds, the one of the cell's block of seeds), or the SFT model an evaluation job evaluates."""
+    seed = int(w.seed) if "seed" in w.keys() else None
+    sft_seed = int(w.sft_seed) if "sft_seed" in w.keys() else None
+    return f"{RESULTS}/{study.sft_folder(config, w.model, w.dataset, seed, sft_seed)}/model"
 
 
 def sft_data(w):
@@ -215,9 +225,10 @@ def evaluated_checkpoint(w):
 
 def sft_eval_files(ext="json"):
     return [
-        f"{RESULTS}/{layout.sft_evaluation(model, dataset, benchmark, ext)}"
+        f"{RESULTS}/{layout.sft_evaluation(model, dataset, benchmark, ext, sft_seed)}"
         for model in MODELS
         for dataset in study.model_datasets(config, model)
+        for sft_seed in SFT_SEEDS
         for benchmark in BENCHMARKS
     ]
 
@@ -261,10 +272,10 @@ def final_targets():
     when a target needs it: with the SFT models, training logs and evaluations among the targets, a
     stage whose forced job failed (Snakemake deletes its outputs before the job) is run again by the
     next run, with what depends on it, instead of "Nothing to be done" over tables of a deleted model."""
-    sft_models = sorted({f"{RESULTS}/{study.sft_folder(config, model, dataset)}/model" for model in MODELS
-                         for dataset in study.model_datasets(config, model)})
-    return (rules.aggregate.output + rules.figures.output + sft_models + train_logs() + rl_eval_files()
-            + sft_eval_files())
+    sft_models = sorted({f"{RESULTS}/{study.sft_folder(config, model, dataset, seed)}/model" for model in MODELS
+                         for dataset in study.model_datasets(config, model) for seed in config["seeds"]})
+    return (rules.aggregate.output + rules.figures.output + rules.headline.output + sft_models + train_logs()
+            + rl_eval_files() + sft_eval_files())
 
 
 # The files the report shows. Snakemake's parser reads a line that starts with `report(` as the
@@ -275,10 +286,49 @@ TABLES = names.table_names(config)
 DATA_TABLES = [name for name in TABLES if name in names.CSV_ONLY]
 SHOWN_TABLES = [name for name in TABLES if name not in names.CSV_ONLY]
 FIGURES = names.figure_names(config)
+HEADLINE = f"{RESULTS}/report/headline.html"
 
 
 def reported(folder, names, ext, caption, category):
-    return [
-        snakemake_report(f"{RESULTS}/{folder}/{name}.{ext}", caption=caption, category=category, labels={"name": name})
-        for name in names
-    ]
+    """The files ``names`` under ``folder``, each marked for the report (``caption``: a caption file, or a
+    function of the name that gives one) when it exists as the workflow is read. A report is always a later
+    call than the run that made its files, so `snakemake --report` after a partial run shows what exists
+    instead of stopping at the first missing file, and its front page says what is not made yet."""
+    files = []
+    for name in names:
+        path = f"{RESULTS}/{folder}/{name}.{ext}"
+        if os.path.exists(path):
+            path = snakemake_report(path, caption=caption(name) if callable(caption) else caption,
+                                    category=category, labels={"name": name})
+        files.append(path)
+    return files
+
+
+def figure_caption(name):
+    """A figure's caption file: one per figure, one for each per-model figure (``appendix_c_{model}``)."""
+    template = {name: template for name, template, _ in names.expand(names.FIGURES, config)}[name]
+    return f"../report/figures/{template.replace('_{model}', '')}.rst"
+
+
+def _not_made_yet(record):
+    """Snakemake's report warns "Missing metadata for file ..." once per output of every job not run yet,
+    tens of lines after a partial run: those of files that do not exist are replaced by one line that says
+    what the report leaves out (a file that exists without metadata still warns)."""
+    message = record.getMessage()
+    if not message.startswith("Missing metadata for file "):
+        return True
+    if os.path.exists(message[len("Missing metadata for file "):].split(". Maybe metadata")[0]):
+        return True
+    if not _not_made_yet.said:
+        missing = [what for what, path in (("tables (rule aggregate, once every cell is evaluated; "
+                                            "`grpo-lambda status` lists the cells)", f"{RESULTS}/tables/table1.csv"),
+                                           ("figures (rule figures)", f"{RESULTS}/figures/figure1.png"),
+                                           ("headline (rule headline)", HEADLINE)) if not os.path.exists(path)]
+        print(f"The study is not finished; the report shows what exists. Not made yet: "
+              f"{'; '.join(missing) or 'the outputs of jobs not run yet (`snakemake -n` lists them)'}.", file=sys.stderr)
+        _not_made_yet.said = True
+    return False
+
+
+_not_made_yet.said = False
+snakemake_logger.addFilter(_not_made_yet)

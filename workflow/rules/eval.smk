@@ -56,3 +56,23 @@ rule evaluate_sft:
     shell:
         "grpo-lambda evaluate --settings {params.settings:q} --checkpoint {input.model:q}"
         " --bench {input.bench:q} --out-dir {params.out_dir:q} --threads {threads:q} > {log:q} 2>&1"
+
+
+# sft.seeds: each SFT model of a condition is evaluated in its own folder.
+use rule evaluate_sft as evaluate_sft_seeded with:
+    input:
+        model=sft_model,
+        bench=expand(f"{RESULTS}/bench/{{benchmark}}.jsonl", benchmark=BENCHMARKS),
+    output:
+        expand(
+            f"{RESULTS}/{layout.sft_evaluation('{{model}}', '{{dataset}}', '{benchmark}', '{ext}', '{{sft_seed}}')}",
+            benchmark=BENCHMARKS,
+            ext=["jsonl", "json"],
+        ),
+    params:
+        settings=lambda w: settings("evaluate", model=w.model, dataset=w.dataset, variant="sft"),
+        out_dir=lambda w: f"{RESULTS}/{layout.sft(w.model, w.dataset, w.sft_seed)}/eval/final",
+    log:
+        f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/sft-seed{{sft_seed}}.log",
+    benchmark:
+        f"{RESULTS}/logs/evaluate/{{model}}/{{dataset}}/sft-seed{{sft_seed}}.benchmark.tsv"

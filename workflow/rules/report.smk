@@ -1,5 +1,6 @@
 # Tables and figures from the evaluation files; `snakemake --report results/report.html` collects them
-# (CSV tables and PNG figures, each with its caption; Markdown, LaTeX and PDF copies sit beside them).
+# (CSV tables and PNG figures, each with its caption; Markdown, LaTeX and PDF copies sit beside them), and
+# opens on the headline: Table 1, the primary verdicts and Figure 1 (workflow/report/workflow.rst).
 rule aggregate:
     input:
         rl=rl_eval_files("jsonl"),
@@ -32,10 +33,11 @@ rule figures:
     input:
         tables=expand(f"{RESULTS}/tables/{{name}}.csv", name=TABLES),
     output:
-        reported("figures", FIGURES, "png", "../report/figures.rst", "Figures"),
+        reported("figures", FIGURES, "png", figure_caption, "Figures"),
         expand(f"{RESULTS}/figures/{{name}}.pdf", name=FIGURES),
     params:
         settings=lambda w: json.dumps(config, sort_keys=True),
+        counts=caption_counts(config),  # what the figures' captions say they are computed over
         out=lambda w, output: os.path.dirname(output[0]),
         tables=lambda w, input: os.path.dirname(input.tables[0]),
     log:
@@ -48,3 +50,27 @@ rule figures:
     shell:
         "grpo-lambda figures --settings {params.settings:q} --tables {params.tables:q} --out {params.out:q}"
         " > {log:q} 2>&1"
+
+
+# The report's first screen: Table 1, the declared primary verdicts and Figure 1 with its counts, one HTML
+# fragment that the report's front page (workflow/report/workflow.rst) includes.
+rule headline:
+    input:
+        tables=expand(f"{RESULTS}/tables/{{name}}.csv", name=TABLES),
+        figure=f"{RESULTS}/figures/figure1.png",
+    output:
+        reported("report", ["headline"], "html", "../report/headline.rst", "Summary"),
+    params:
+        settings=lambda w: json.dumps(config, sort_keys=True),
+        tables=lambda w, input: os.path.dirname(input.tables[0]),
+        figures=lambda w, input: os.path.dirname(input.figure),
+    log:
+        f"{RESULTS}/logs/headline.log",
+    benchmark:
+        f"{RESULTS}/logs/headline.benchmark.tsv"
+    resources:
+        mem_mb=2000,
+        runtime=10,
+    shell:
+        "grpo-lambda headline --settings {params.settings:q} --tables {params.tables:q} --figures {params.figures:q}"
+        " --out {output:q} > {log:q} 2>&1"

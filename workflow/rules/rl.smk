@@ -49,3 +49,12 @@ rule check_band:
         gpu=0,
     shell:
         "grpo-lambda check-band --eval {input:q} --band {params.band} --out {output:q} > {log:q} 2>&1"
+
+
+use rule check_band as check_band_seeded with:
+    input:
+        lambda w: f"{RESULTS}/{layout.sft_evaluation(w.model, w.dataset, BANDED[w.dataset], 'json', w.sft_seed)}",
+    output:
+        f"{RESULTS}/{layout.sft('{model}', '{dataset}', '{sft_seed}')}/band.json",
+    log:
+        f"{RESULTS}/logs/check_band/{{model}}/{{dataset}}/seed{{sft_seed}}.log",

@@ -53,6 +53,20 @@ rule sft:
         " --out {output:q} --threads {threads:q} > {log:q} 2>&1"
 
 
+# sft.seeds: several SFT models per model and training set, one per SFT seed, each in its own folder.
+use rule sft as sft_seeded with:
+    output:
+        directory(f"{RESULTS}/{layout.sft('{model}', '{dataset}', '{sft_seed}')}/model"),
+    params:
+        launch=launcher,
+        settings=lambda w: settings("sft", model=w.model, dataset=w.dataset, sft_seed=int(w.sft_seed)),
+        base=base_model,
+    log:
+        f"{RESULTS}/logs/sft/{{model}}/{{dataset}}/seed{{sft_seed}}.log",
+    benchmark:
+        f"{RESULTS}/logs/sft/{{model}}/{{dataset}}/seed{{sft_seed}}.benchmark.tsv"
+
+
 # sft.data open_r1: one SFT model per base model on the chat SFT set, shared by its training sets.
 rule sft_shared:
     input:
@@ -79,3 +93,16 @@ rule sft_shared:
     shell:
         "{params.launch:q} sft --settings {params.settings:q} --base {params.base:q} --data {input.data:q}"
         " --out {output:q} --threads {threads:q} > {log:q} 2>&1"
+
+
+use rule sft_shared as sft_shared_seeded with:
+    output:
+        directory(f"{RESULTS}/{layout.sft('{model}', None, '{sft_seed}')}/model"),
+    params:
+        launch=launcher,
+        settings=lambda w: settings("sft", model=w.model, sft_seed=int(w.sft_seed)),
+        base=base_model,
+    log:
+        f"{RESULTS}/logs/sft/{{model}}/seed{{sft_seed}}.log",
+    benchmark:
+        f"{RESULTS}/logs/sft/{{model}}/seed{{sft_seed}}.benchmark.tsv"

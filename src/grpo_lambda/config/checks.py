@@ -13,6 +13,7 @@ import importlib.util
 from pathlib import Path
 
 from grpo_lambda.config.data_checks import _check_data_names, _check_data_sources
+from grpo_lambda.config.families import check_families
 from grpo_lambda.config.report import REPORT_DEFAULTS, report_options
 from grpo_lambda.config.schema import ConfigError, _non_finite_numbers, load_schema
 from grpo_lambda.config.settings import (TRL_MAX_COMPLETION_LENGTH, _cell_value, _rl_key, looks_local,
@@ -260,6 +261,33 @@ def _check_report(config: dict, source: str) -> None:
         raise ConfigError(f"{source}: {error}") from None
 
 
+def _check_sft_seeds(config: dict, source: str) -> None:
+    """sft.seeds: the study's, nesting the RL seeds in equal blocks, one block per SFT model."""
+    for model, spec in config["models"].items():
+        if "seeds" in spec.get("sft", {}):
+            raise ConfigError(f"{source}: models.{model}.sft.seeds: several SFT models are the study's choice; "
+                              "set sft.seeds at the top level")
+    drawn = config.get("sft", {}).get("seeds")
+    if drawn is None:
+        return
+    if "seed" in config["sft"]:
+        raise ConfigError(f"{source}: sft.seed and sft.seeds: give one SFT seed (sft.seed) or several (sft.seeds)")
+    if len(config["seeds"]) % len(drawn):
+        raise ConfigError(f"{source}: seeds: {len(config['seeds'])} RL seeds cannot be split equally among the "
+                          f"{len(drawn)} SFT models of sft.seeds {drawn}; give a multiple of {len(drawn)}")
+
+
+def check_design(config: dict, source: str = "config") -> None:
+    """Every family the tables will declare can reject at the study's seeds, or is declared descriptive
+    (grpo_lambda.config.families). Run, on a validated config, where jobs are about to run (``grpo-lambda
+    validate``, Snakemake's start), not at every read of a config: a dry run, a small test study or a
+    published run's rebuild is no claim the seeds must support."""
+    try:
+        check_families(config, report_options(config))
+    except ValueError as error:
+        raise ConfigError(f"{source}: {error}") from None
+
+
 def _each_model(*checks):
     """Checks of one model's settings, ``(config, model, source)``, run model by model: all of one model's
     checks before the next model's."""
@@ -276,6 +304,7 @@ def _each_model(*checks):
 # and its place in this list.
 CHECKS = [
     _check_values,
+    _check_sft_seeds,
     _check_references,
     _check_data_names,
     _check_data_sources,

@@ -6,6 +6,10 @@ from __future__ import annotations
 
 import logging
 
+from grpo_lambda.config.control import control
+from grpo_lambda.config.history import history
+from grpo_lambda.config.families import KEYS, MAX_T, PROCEDURES, SEED_LEVEL_KEYS
+
 log = logging.getLogger(__name__)
 
 # What a problem's value is, per report.metric: the greedy completion's verdict (the paper's protocol),
@@ -33,6 +37,10 @@ REPORT_DEFAULTS = {
     "primary": "paired",
     "checks": [],
     "horizon": None,
+    "history": None,
+    "control": None,
+    "descriptive": [],
+    "multiplicity": {},
 }
 # Options of the bootstrap the intervals once were; accepted so that older configs still run, and unused.
 RETIRED = ("bootstrap", "seed")
@@ -83,7 +91,44 @@ def report_options(config: dict) -> dict:
     options["checks"] = _checks(config, options["checks"], options["baseline"])
     options["primary"] = _primary(options["primary"], options["factorial"])
     options["horizon"] = _horizon(config, options["horizon"])
+    options["history"] = history(config, options["history"])
+    options["control"] = control(config, options["control"])
+    options["descriptive"] = _descriptive(options["descriptive"])
+    options["multiplicity"] = _multiplicity(options["multiplicity"])
     return options
+
+
+def _descriptive(keys) -> list[str]:
+    """report.descriptive: the families (grpo_lambda.config.families.KEYS) published without a verdict."""
+    if keys is None:
+        return []
+    if not isinstance(keys, list) or not all(isinstance(key, str) for key in keys):
+        raise ValueError(f"report.descriptive must be a list of family keys ({', '.join(KEYS)}), got {keys!r}")
+    unknown = [key for key in keys if key not in KEYS]
+    if unknown:
+        raise ValueError(f"report.descriptive: {unknown} are not family keys (known: {', '.join(KEYS)})")
+    return list(keys)
+
+
+def _multiplicity(given) -> dict[str, str]:
+    """report.multiplicity: ``holm`` (every family, the default), ``max_t`` (every seed-level family: the
+    step-down max-T over joint sign flips, grpo_lambda.stats.max_t), or a mapping family key -> either.
+    Normalised to {key: max_t} for the seed-level families that use it; a family of t tests is always Holm."""
+    if given is None or given == "holm":
+        return {}
+    if given == MAX_T:
+        return {key: MAX_T for key in SEED_LEVEL_KEYS}
+    if not isinstance(given, dict):
+        raise ValueError(f"report.multiplicity must be holm, max_t or a mapping family key -> holm | max_t, got {given!r}")
+    for key, choice in given.items():
+        if key not in KEYS:
+            raise ValueError(f"report.multiplicity.{key}: not a family key (known: {', '.join(KEYS)})")
+        if choice not in PROCEDURES:
+            raise ValueError(f"report.multiplicity.{key} must be one of {list(PROCEDURES)}, got {choice!r}")
+        if choice == MAX_T and key not in SEED_LEVEL_KEYS:
+            raise ValueError(f"report.multiplicity.{key}: max_t needs one value per seed, and the {key} family holds "
+                             f"t tests over seeds and problems (max_t applies to: {', '.join(SEED_LEVEL_KEYS)})")
+    return {key: choice for key, choice in given.items() if choice == MAX_T}
 
 
 PRIMARY_TABLES = ("paired", "factorial")
@@ -259,9 +304,12 @@ def _horizon(config: dict, given) -> dict | None:
         return None
     if not isinstance(given, dict):
         raise ValueError("report.horizon must be a mapping with chains and pairs")
-    unknown = sorted(set(given) - {"chains", "pairs", "equivalence_margin", "band"})
+    unknown = sorted(set(given) - {"chains", "pairs", "equivalence_margin", "band", "curvature"})
     if unknown:
-        raise ValueError(f"report.horizon: unknown key(s) {unknown}; known: chains, pairs, equivalence_margin, band")
+        raise ValueError(f"report.horizon: unknown key(s) {unknown}; known: chains, pairs, equivalence_margin, band, "
+                         "curvature")
+    if not isinstance(given.get("curvature", False), bool):
+        raise ValueError(f"report.horizon.curvature must be true or false, got {given['curvature']!r}")
     band = given.get("band")
     if band is not None and not (isinstance(band, list) and len(band) == 2
                                  and all(isinstance(x, (int, float)) for x in band) and 0 <= band[0] < band[1] <= 1):
@@ -269,6 +317,8 @@ def _horizon(config: dict, given) -> dict | None:
     chains, pairs = given.get("chains") or {}, given.get("pairs") or {}
     if len(chains) < 2:
         raise ValueError("report.horizon.chains must map at least two training sets to their held-out suites")
+    if given.get("curvature") and len(chains) < 3:
+        raise ValueError("report.horizon.curvature needs at least three horizons (report.horizon.chains)")
     for dataset, benchmark in chains.items():
         if dataset not in config["datasets"]:
             raise ValueError(f"report.horizon.chains: {dataset!r} is not a training set "
@@ -304,4 +354,4 @@ def _horizon(config: dict, given) -> dict | None:
             raise ValueError(f"report.horizon.equivalence_margin.{key} must be a positive number, got {value!r}")
     return {"chains": dict(chains), "pairs": {k: {"exploratory": False, **v} for k, v in pairs.items()},
             "equivalence_margin": margins,
-            "band": list(band) if band is not None else None}
+            "band": list(band) if band is not None else None, "curvature": bool(given.get("curvature", False))}

@@ -67,9 +67,29 @@ def sft_set(config: dict) -> dict:
     return {**SFT_SET_DEFAULTS, **config.get("sft", {}).get("open_r1", {})}
 
 
-def sft_folder(config: dict, model: str, dataset: str) -> str:
-    """The folder of the SFT model an RL cell starts from, under the results folder."""
-    return layout.sft(model, None if sft_is_shared(config, model) else dataset)
+def sft_seeds(config: dict) -> list[int] | None:
+    """The study's SFT seeds when it trains several SFT models per condition (``sft.seeds``), else None (one
+    SFT model per condition, seeded by ``sft.seed``)."""
+    return config.get("sft", {}).get("seeds")
+
+
+def sft_seed_of(config: dict, seed: int) -> int | None:
+    """The SFT seed of the SFT model RL seed ``seed`` starts from: ``seeds`` split into len(sft.seeds) equal
+    consecutive blocks, block i on SFT model sft.seeds[i]; None without ``sft.seeds``."""
+    drawn = sft_seeds(config)
+    if drawn is None:
+        return None
+    per_model = len(config["seeds"]) // len(drawn)
+    return drawn[config["seeds"].index(seed) // per_model]
+
+
+def sft_folder(config: dict, model: str, dataset: str, seed: int | None = None, sft_seed: int | None = None) -> str:
+    """The folder of the SFT model an RL cell (of RL seed ``seed``) starts from, or of the SFT model of SFT
+    seed ``sft_seed``, under the results folder; with neither, the folder that holds the condition's SFT
+    models (and its self-distilled set)."""
+    if seed is not None and sft_seeds(config) is not None:
+        sft_seed = sft_seed_of(config, seed)
+    return layout.sft(model, None if sft_is_shared(config, model) else dataset, sft_seed)
 
 
 TRL_MAX_COMPLETION_LENGTH = 512  # GRPOConfig's default, where rl: names none (a test checks it against TRL)
@@ -83,7 +103,7 @@ def rl_settings(config: dict, model: str) -> dict:
 
 
 def stage_settings(config: dict, stage: str, *, model: str | None = None, dataset: str | None = None,
-                   variant: str | None = None, benchmark: str | None = None) -> dict:
+                   variant: str | None = None, benchmark: str | None = None, sft_seed: int | None = None) -> dict:
     """The part of the config one stage of one cell depends on (and nothing more)."""
     from grpo_lambda.data import registry
 
@@ -108,7 +128,9 @@ def stage_settings(config: dict, stage: str, *, model: str | None = None, datase
     if stage == "sft":
         # Only what training reads: the sampling settings reach SFT through its data file.
         options = {key: value for key, value in sft_settings(config, model).items()
-                   if key not in ("self_distill", "open_r1")}
+                   if key not in ("self_distill", "open_r1", "seeds")}
+        if sft_seed is not None:  # one of sft.seeds: that SFT model's own seed
+            options["seed"] = sft_seed
         for key, default in (("data", "solutions"), ("format", "boxed")):
             if options.get(key) == default:
                 del options[key]  # the defaults, so existing SFT jobs keep their params

@@ -25,6 +25,7 @@ def validate(config: dict, *, source: str = "config") -> dict:
         raise ConfigError(f"{source}: the config must be a mapping, got {type(config).__name__}")
     config = copy.deepcopy(config)
     _check_renamed(config, source)
+    _drop_null_models(config)
     # A study that names its repos means to publish: its template is checked now; the default one only
     # when a cell is published (a long swept variant name must not refuse a study that never publishes).
     repo_template = isinstance(config.get("publish"), dict) and "repo_id" in config["publish"]
@@ -115,6 +116,13 @@ def check_environment(config: dict, source: str = "config", *, jobs: bool = Fals
     found = environment.problems(config, jobs=jobs)
     if found:
         raise ConfigError(f"{source}: {found[0]}")
+
+
+def _drop_null_models(config: dict) -> None:
+    """A model set to null is left out of the study: how an overlay narrows a study's models
+    (`models: {r1-qwen-7b: null}`), since a merge can replace a value but never remove a key."""
+    if isinstance(config.get("models"), dict):
+        config["models"] = {name: spec for name, spec in config["models"].items() if spec is not None}
 
 
 # sft keys renamed to TRL's SFTConfig names: a config that still spells the old ones is told the new.

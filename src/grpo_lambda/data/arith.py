@@ -36,6 +36,21 @@ teacher's ``carry_error_rate`` alone cannot hold the difficulty: the greedy chai
 majority, so the SFT model's greedy accuracy jumps from the carry-free share to nearly 1 as the rate
 crosses one half, and the carry-free share of uniform digits falls as about 0.55 ** H.
 
+Decoys: where a chain's deciding token sits (``decoys``, ``decoy_position``). A problem may come with
+``decoys`` ungraded 2-column sums, each carrying once out of its units column, whose chains the worked
+solution writes too, after the graded chain and its boxed answer (``decoy_position: after``) or before
+it (``before``)::
+
+    38+47=? (also 25+17, 66+28)
+    38+47: 8+7=15 (5), 3+4+1=8 (85). \boxed{85} 25+17: 5+7=12 (2), 2+1+1=4 (42). 66+28: ...      after
+    25+17: 5+7=12 (2), 2+1+1=4 (42). 66+28: ... 38+47: 8+7=15 (5), 3+4+1=8 (85). \boxed{85}      before
+
+The teacher drops the decoys' carries as it drops the graded one's, so the SFT model's samples decide
+every carry alike, and only the graded chain's decides the reward: a sequence-level method credits the
+decoys' carries as much as the deciding one, and a method that weights token positions unequally
+(GRPO-λ's trace, which at ratio 1 weights token c by Σ_{t ≥ c} W[t, c], most at the start) separates them
+more or less than it, by where the deciding token sits. The same tokens in both layouts, in another order.
+
 Training and held-out problems never overlap: a problem belongs to the held-out side iff a stable
 hash of its text is divisible by ``HELD_OUT_MODULUS``, whatever seed or level generated it.
 """
@@ -128,12 +143,57 @@ def make_problem(operands: list[int], *, boxed: bool = True,
 
 
 def is_held_out(problem: str) -> bool:
-    return zlib.crc32(problem.encode()) % HELD_OUT_MODULUS == 0
+    """Whether ``problem`` belongs to the held-out side: by the graded sum alone (a problem's decoys, which
+    the hash ignores, never move it across)."""
+    return zlib.crc32(problem.split(" (also ")[0].encode()) % HELD_OUT_MODULUS == 0
+
+
+DECOY_POSITIONS = ("after", "before")
+
+
+def _decoy_operands(rng: random.Random) -> list[int]:
+    """Two 2-digit operands whose units column carries and whose tens column, with the carry, does not:
+    a decoy's chain holds exactly one carry decision."""
+    a0 = rng.randint(1, 9)
+    b0 = rng.randint(10 - a0, 9)
+    a1 = rng.randint(1, 7)
+    b1 = rng.randint(1, 8 - a1)
+    return [10 * a1 + a0, 10 * b1 + b0]
+
+
+def with_decoys(row: dict, decoys: list[list[int]], position: str, wrong: list[frozenset[int]]) -> dict:
+    """``row`` (a problem of two operands, boxed) with ``decoys`` written into its problem and worked
+    solution, ``position`` after or before the graded chain; ``wrong`` the decoys' dropped carries."""
+    if position not in DECOY_POSITIONS:
+        raise ValueError(f"decoy_position must be one of {DECOY_POSITIONS}, got {position!r}")
+    graded = row["problem"].removesuffix("=?")
+    chains = [f"{'+'.join(map(str, ops))}: {solution_steps(ops, wrong_carries=w)[0]}" for ops, w in zip(decoys, wrong)]
+    own = f"{graded}: {row['solution']}"
+    solution = " ".join([own, *chains] if position == "after" else [*chains, own])
+    problem = f"{row['problem']} (also {', '.join('+'.join(map(str, ops)) for ops in decoys)})"
+    return {**row, "problem": problem, "solution": solution}
+
+
+def graded_chain(problem: str, completion: str) -> tuple[str, str]:
+    """The graded sum and its own chain out of a problem with decoys and a completion of it (the text after
+    ``<sum>:`` up to its boxed answer), for :func:`first_error`; the problem and completion as they are
+    without decoys."""
+    graded = problem.split(" (also ")[0]
+    if graded == problem:
+        return problem, completion
+    head = graded.removesuffix("=?") + ":"
+    start = completion.find(head)
+    if start < 0:
+        return graded, ""
+    rest = completion[start + len(head):]
+    boxed = re.search(r"\\boxed\{\d*\}", rest)
+    return graded, rest[:boxed.end()] if boxed else rest
 
 
 def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bool = False,
              box_rate: float = 1.0, carry_error_rate: float = 0.0, prefix: str = "arith",
-             columns: int | None = None, carry_free_share: float | None = None) -> list[dict]:
+             columns: int | None = None, carry_free_share: float | None = None, decoys: int = 0,
+             decoy_position: str = "after") -> list[dict]:
     """``n`` distinct problems drawn uniformly over ``levels``, or at one horizon of ``columns``
     columns whose carry-free share is ``carry_free_share`` (see the module docstring); deterministic
     in ``seed``.
@@ -142,8 +202,11 @@ def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bo
     ``solution`` (the SFT target: boxed with probability ``box_rate``, each carry written one less
     with probability ``carry_error_rate``), ``level`` (the level, or the number of columns),
     ``carries`` (how many columns of the correct chain carry) and ``step_errors`` (wrong carries in
-    the target).
+    the target); with ``decoys``, each problem carries that many ungraded sums, worked ``decoy_position``
+    its own chain (module docstring), their carries dropped at the same rate.
     """
+    if decoys and (box_rate != 1.0 or decoy_position not in DECOY_POSITIONS):
+        raise ValueError(f"decoys need box_rate 1 and decoy_position in {DECOY_POSITIONS}")
     if columns is not None:
         if levels is not None:
             raise ValueError("give levels or columns, not both")
@@ -178,6 +241,10 @@ def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bo
         carries = carry_columns(operands)
         wrong = frozenset(c for c in carries if rng.random() < carry_error_rate)
         row = make_problem(operands, boxed=boxed, wrong_carries=wrong)
+        if decoys:
+            extra = [_decoy_operands(rng) for _ in range(decoys)]
+            extra_wrong = [frozenset(c for c in carry_columns(ops) if rng.random() < carry_error_rate) for ops in extra]
+            row = with_decoys(row, extra, decoy_position, extra_wrong)
         if row["problem"] in seen or is_held_out(row["problem"]) != held_out:
             continue
         seen.add(row["problem"])

@@ -37,19 +37,19 @@ One module per step, in the order a completion meets them:
                   ``allocated_cpus``)
 ``grade``         ``grade``, ``grade_details``, ``grade_many``, ``grade_many_details``
 ``reward``        the TRL reward functions (``accuracy_reward``, ``strict_accuracy_reward``, ``REWARDS``,
-                  ``format_reward``)
+                  ``boxed_reward``)
 """
 
 from grpo_lambda.grading.extract import extract_boxed, format_number, gold_forms
 from grpo_lambda.grading.grade import grade, grade_details, grade_many, grade_many_details
 from grpo_lambda.grading.hendrycks import hendrycks_normalize
 from grpo_lambda.grading.prm800k import plain_normalize
-from grpo_lambda.grading.reward import (REWARDS, accuracy_reward, format_reward, is_single_answer,
+from grpo_lambda.grading.reward import (REWARDS, accuracy_reward, boxed_reward, is_single_answer,
                                         make_accuracy_reward, strict_accuracy_reward)
 from grpo_lambda.grading.string_match import MAX_ANSWER_CHARS, MAX_DIGITS, MAX_SYMBOLIC_CHARS
 from grpo_lambda.grading.workers import DEFAULT_TIMEOUT, WORKER_START_TIMEOUT, allocated_cpus, close_workers
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_ANSWER_CHARS", "MAX_DIGITS", "MAX_SYMBOLIC_CHARS", "REWARDS",
-           "WORKER_START_TIMEOUT", "accuracy_reward", "allocated_cpus", "close_workers", "extract_boxed",
-           "format_number", "format_reward", "gold_forms", "grade", "grade_details", "grade_many",
+           "WORKER_START_TIMEOUT", "accuracy_reward", "allocated_cpus", "boxed_reward", "close_workers",
+           "extract_boxed", "format_number", "gold_forms", "grade", "grade_details", "grade_many",
            "grade_many_details", "hendrycks_normalize", "is_single_answer", "make_accuracy_reward", "plain_normalize", "strict_accuracy_reward"]

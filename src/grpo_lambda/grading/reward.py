@@ -6,14 +6,15 @@ The names of ``rl.rewards`` (config/README.md):
 
 - ``evaluation``: the evaluation grader, 1 for a correct last ``\\boxed{}`` answer (the accuracy reported);
 - ``strict``: the same, and 0 when the boxed content is not a single answer (``is_single_answer``);
-- ``format``: the project's format reading, 1 when the completion holds a final ``\\boxed{}`` the grader reads;
-- ``think_format``: open-r1's format reading (its ``format_reward``), 1 for ``<think>`` reasoning then an
-  ``<answer>``, each tag on its own line;
+- ``boxed``: 1 when the completion holds a final ``\\boxed{}`` the grader reads (logged: the share of boxed
+  answers; named ``format`` before, which §4.2's format reward is not);
+- ``think_format``: open-r1's format reward (its ``format_reward``), this project's reading of §4.2's: 1 for
+  ``<think>`` reasoning then an ``<answer>``, each tag on its own line;
 - ``tag_count``: open-r1's ``tag_count_reward``, 0.25 for each of the four tags written exactly once;
 - ``overlong``: DAPO's soft overlong punishment (its Eq. 13; open-r1's ``get_soft_overlong_punishment``), 0 up
   to ``max_tokens − cache_tokens`` tokens, then falling linearly to −1 at ``max_tokens``.
 
-``rl.reward: evaluation|strict`` is the shorthand of ``[{name: <it>, weight: 1}, {name: format, weight: 0}]``,
+``rl.reward: evaluation|strict`` is the shorthand of ``[{name: <it>, weight: 1}, {name: boxed, weight: 0}]``,
 what every cell trained on before ``rl.rewards`` existed. A weight-0 reward is computed and logged
 (``rewards/<function>/mean`` in TRL's logs, a train_log.csv column) and trains nothing: TRL's advantage and
 DAPO's filter (``grpo_lambda.trainer.uninformative_groups``) read the weighted sum.
@@ -97,10 +98,10 @@ def make_accuracy_reward(*, timeout: float = DEFAULT_TIMEOUT, processes: int | N
     return accuracy_reward
 
 
-def format_reward(completions, **kwargs) -> list[float]:
+def boxed_reward(completions, **kwargs) -> list[float]:
     """1.0 when a completion holds a final ``\\boxed{}`` answer the grader can read (its ``formatted``),
-    else 0.0. Trained at weight 0: TRL logs it as ``rewards/format_reward/mean``, the format reward the
-    paper monitors (§4.2, weight 0 in Table 2), without changing the training signal."""
+    else 0.0. Trained at weight 0: TRL logs it as ``rewards/boxed_reward/mean``, the share of boxed answers,
+    without changing the training signal. Not §4.2's format reward (read here as open-r1's: ``think_format``)."""
     return [float(extract_boxed(_completion_text(completion)) is not None) for completion in completions]
 
 
@@ -176,8 +177,11 @@ def make_overlong_reward(*, max_tokens: int, cache_tokens: int):
 accuracy_reward = make_accuracy_reward()
 strict_accuracy_reward = make_accuracy_reward(strict=True)
 # rl.rewards name -> its TRL reward function. `evaluation` and `strict` are also rl.reward's values.
-REWARDS = {"evaluation": accuracy_reward, "strict": strict_accuracy_reward, "format": format_reward,
+REWARDS = {"evaluation": accuracy_reward, "strict": strict_accuracy_reward, "boxed": boxed_reward,
            "think_format": think_format_reward, "tag_count": tag_count_reward}
+# Old rl.rewards names -> what a config is told instead.
+RENAMED_REWARDS = {"format": "'boxed' (the share of completions with a final \\boxed{} answer, named 'format' "
+                             "before); §4.2's format reward, read as open-r1's, is 'think_format'"}
 # rl.rewards name -> the factory of a reward with parameters (its keyword arguments, given beside the name).
 REWARD_FACTORIES = {"overlong": make_overlong_reward}
 # What TRL 1.16 passes every reward function by keyword (GRPOTrainer._calculate_rewards), besides the RL
@@ -192,7 +196,7 @@ def reward_specs(rl: dict) -> list[dict]:
     """A cell's rewards as ``[{name, weight, ...parameters}]``: ``rl.rewards``, or what ``rl.reward`` stands for."""
     if rl.get("rewards"):
         return [dict(spec) for spec in rl["rewards"]]
-    return [{"name": rl.get("reward", "evaluation"), "weight": 1.0}, {"name": "format", "weight": 0.0}]
+    return [{"name": rl.get("reward", "evaluation"), "weight": 1.0}, {"name": "boxed", "weight": 0.0}]
 
 
 def reward_functions(specs: list[dict], *, max_completion_length: int) -> tuple[list, list[float]]:
@@ -205,6 +209,8 @@ def reward_functions(specs: list[dict], *, max_completion_length: int) -> tuple[
 def reward_function(spec: dict, *, max_completion_length: int):
     """The TRL reward function of one ``rl.rewards`` entry; ValueError says what is wrong with it."""
     name = spec["name"]
+    if name in RENAMED_REWARDS:
+        raise ValueError(f"reward {name!r} is now {RENAMED_REWARDS[name]}")
     parameters = {key: value for key, value in spec.items() if key not in ("name", "weight")}
     if name in REWARDS or USER_REWARD.match(name):
         if parameters:

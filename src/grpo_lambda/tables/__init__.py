@@ -27,6 +27,8 @@ to one folder:
                         its own suite and its trend with ln(chain length), the primary test
 ``horizon_errors``      a horizon study's: per chain length and arm, where the greedy chains first go
                         wrong (a carry, or elsewhere) and where the first carry error sits
+``control``             a control study's (``report.control``): a pair's effect on each training set's own
+                        suite against the direction declared before the run, and the contrast of the two
 ``diagnostics``         per variant, clip fractions, entropy, KL, groups without signal, DAPO's dropped
                         groups: mean over steps, t interval over seeds
 ``final_reward``        per run, the mean training reward of its last ``report.final_window`` steps
@@ -66,6 +68,11 @@ Options, under ``report:`` in the config (all optional; ``grpo_lambda.config.val
                         (``verdicts``; docs/statistics.md).
 ``checks`` ([])         variants that check the comparison itself (a line that should equal another): each
                         a family of its own, never in the primary family.
+``multiplicity`` ("holm") how the seed-level families adjust their p: ``holm``, ``max_t`` (the step-down
+                        max-T over joint sign flips of the seeds) or a mapping family key -> either
+                        (grpo_lambda.config.families.KEYS); families of t tests are always Holm.
+``descriptive`` ([])    family keys published without adjusted p or verdict; a family that cannot reject at
+                        the study's seeds must be one (or get max_t, or seeds): grpo-lambda design-check.
 ``factorial``           a 2 × 2 design: ``{factors: [a, b], cells: {variant: {a: true|false, b: true|false}}}``,
                         each of the four level combinations exactly one variant (checked).
 ``horizon``             a horizon study: ``{chains: {dataset: benchmark}, pairs: {name: {treatment,
@@ -100,7 +107,7 @@ Every interval is analytic and deterministic (``grpo_lambda.stats``): accuracies
 problem) cluster-robust variance with a Welch–Satterthwaite t quantile, an accuracy itself kept in [0, 1]
 (Wilson-type), seed-level comparisons by the exact sign-flip test (``stats.seed_interval``); every
 difference is paired by seed (runs of one SFT model with the same training seed) and by problem. Every
-comparison table applies one verdict rule (``verdicts``): Holm within declared families (one primary),
+comparison table applies one verdict rule (``verdicts``): Holm (or max-T) within declared families (one primary),
 ``ahead`` / ``behind`` / ``equivalent`` (TOST after Holm against the metric's margin) / ``too few seeds`` /
 ``not distinguishable``, the MDE at α/m. The training sets of
 a mean over datasets are fixed (they are the study's design, not a sample).
@@ -126,6 +133,7 @@ the config's checks read them before any job, so they live below both)
 ``learning_speed`` ``learning_speed_table``, ``run_statistics``
 ``factorial``   ``factorial_table``
 ``horizon``     ``horizon_table``, ``horizon_errors_table``, ``collect_first_errors``
+``control``     ``control_table``
 ``diagnostics`` ``diagnostics_table``
 ``training``    ``final_reward_table``, ``training_curves_table``, ``training_gain_table``
 ``names``       the ordered names of the tables and figures (``table_names``, ``figure_names``), read by

@@ -18,7 +18,9 @@ fractions, entropy, KL, DAPO's dropped groups), ``spread`` (docs/<run>/spread.cs
 of one run per SFT seed, their mean and the prediction for one more run), ``provenance`` (what made
 the run), and a horizon study's (report.horizon) ``horizon`` (each pair's effect per chain length and
 its trend), ``horizon_errors`` (where the first carry error sits, per arm) and ``horizon_finding`` (what
-the trend's verdict says, as sentences).
+the trend's verdict says, as sentences); and those of grpo_lambda.tables.study_blocks: ``control``,
+``control_finding`` (a control study's effects against the directions declared before the run) and
+``history`` (the run's seeds against the study's earlier runs', and what was decided after data was seen).
 """
 
 from __future__ import annotations
@@ -28,15 +30,18 @@ import re
 import numpy as np
 import pandas as pd
 
+from grpo_lambda.config import sft_seeds
+from grpo_lambda.tables import study_blocks
+from grpo_lambda.tables.blocks_text import interval, level, p_value, signed_number, table
 from grpo_lambda.tables.keys import ALL_DATASETS, AVERAGE
 from grpo_lambda.tables.labels import variant_label
 from grpo_lambda.config.report import report_options
-from grpo_lambda.tables.verdicts import AHEAD, BEHIND, CHECK, EQUIVALENT, PRIMARY, TOO_FEW, UNRESOLVED
+from grpo_lambda.tables.verdicts import AHEAD, BEHIND, CHECK, EQUIVALENT, POST_HOC, PRIMARY, TOO_FEW, UNRESOLVED
 
 MARKER = re.compile(r"<!-- generated: (?P<name>[\w.-]+/[\w.-]+) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
 BLOCKS = ("headline", "primary", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance",
-          "horizon", "horizon_errors", "horizon_finding")
-VERDICT_ORDER = (AHEAD, BEHIND, EQUIVALENT, UNRESOLVED, TOO_FEW)
+          "horizon", "horizon_errors", "horizon_finding", "control", "control_finding", "history")
+VERDICT_ORDER = (AHEAD, BEHIND, EQUIVALENT, POST_HOC, UNRESOLVED, TOO_FEW)
 
 
 def find_blocks(text: str) -> list[tuple[str, str]]:
@@ -72,36 +77,56 @@ def run_blocks(run: str, config: dict, tables: dict[str, pd.DataFrame], info: di
               "provenance": lambda: _provenance(info),
               "horizon": lambda: _horizon(tables.get("horizon")),
               "horizon_errors": lambda: _horizon_errors(config, tables.get("horizon_errors")),
-              "horizon_finding": lambda: _horizon_finding(config, tables.get("horizon"), options)}
+              "horizon_finding": lambda: _horizon_finding(config, tables.get("horizon"), options),
+              "control": lambda: study_blocks.control(config, tables.get("control")),
+              "control_finding": lambda: study_blocks.control_finding(config, tables.get("control"), options),
+              "history": lambda: study_blocks.history(config, options)}
     return {f"{run}/{name}": makers[name]() for name in BLOCKS}
 
 
-# --- numbers as text -------------------------------------------------------------------------------
+# --- numbers as text: grpo_lambda.tables.blocks_text ------------------------------------------------
 
-def _level(value) -> str:
-    return "–" if pd.isna(value) else f"{value:.3f}"
-
-
-def _signed(value) -> str:
-    return "–" if pd.isna(value) else f"{value:+.3f}".replace("-", "−")
+_level, _signed, _interval, _p, _table = level, signed_number, interval, p_value, table
 
 
-def _interval(value, low, high, signed: bool = False) -> str:
-    show = _signed if signed else _level
-    if pd.isna(value):
+PROCEDURE_NAMES = {"holm": "Holm", "max_t": "max-T"}  # grpo_lambda.config.families' procedures, as the pages name them
+NO_VERDICT = "no verdict (descriptive)"
+
+
+def _procedure(row, prefix: str = "") -> str:
+    """The procedure that adjusted a row's p (its ``procedure`` column; Holm in a table written before it)."""
+    value = row.get(f"{prefix}procedure") if hasattr(row, "get") else getattr(row, f"{prefix}procedure", None)
+    return value if isinstance(value, str) and value else "holm"
+
+
+def _adjusted_p(row, prefix: str = "") -> str:
+    """"Holm p 0.067", "max-T p 0.031", or, for a descriptive family, that it has no verdict."""
+    chosen = _procedure(row, prefix)
+    if chosen == "descriptive":
+        return NO_VERDICT
+    value = row.get(f"{prefix}p_holm") if hasattr(row, "get") else getattr(row, f"{prefix}p_holm")
+    return f"{PROCEDURE_NAMES[chosen]} p {_p(value)}"
+
+
+def _verdict_of(row, prefix: str = "") -> str:
+    value = row.get(f"{prefix}verdict") if hasattr(row, "get") else getattr(row, f"{prefix}verdict")
+    return "descriptive" if _procedure(row, prefix) == "descriptive" else (value or "–")
+
+
+def _p_cell(row, prefix: str = "") -> str:
+    """An adjusted p in a table's cell: the value, marked when max-T made it; "–" for a descriptive family."""
+    chosen = _procedure(row, prefix)
+    if chosen == "descriptive":
         return "–"
-    if not pd.isna(low) and np.isinf(low):
-        return f"{show(value)} [no interval: too few seeds]"
-    return show(value) if pd.isna(low) else f"{show(value)} [{show(low)}, {show(high)}]"
+    value = row.get(f"{prefix}p_holm") if hasattr(row, "get") else getattr(row, f"{prefix}p_holm")
+    return _p(value) + (" (max-T)" if chosen == "max_t" else "")
 
 
-def _p(value) -> str:
-    return "–" if pd.isna(value) else "<0.001" if value < 0.001 else f"{value:.3f}"
-
-
-def _table(header: list[str], rows: list[list[str]]) -> str:
-    lines = ["| " + " | ".join(header) + " |", "|" + "---|" * len(header)]
-    return "\n".join(lines + ["| " + " | ".join(row) + " |" for row in rows]) + "\n"
+def _over(rows: pd.DataFrame, prefix: str, count: str) -> str:
+    """How a family's p-values were adjusted, in words: "Holm over 18 lines", "max-T over 18 lines", or
+    "descriptive, 18 lines"."""
+    chosen = _procedure(rows.iloc[0], prefix) if len(rows) else "holm"
+    return f"descriptive, {count}" if chosen == "descriptive" else f"{PROCEDURE_NAMES[chosen]} over {count}"
 
 
 def _groups(frame: pd.DataFrame) -> list[tuple[tuple, pd.DataFrame]]:
@@ -158,15 +183,17 @@ def _headline(config: dict, tables: dict, options: dict, spread: pd.DataFrame | 
             low, high = predictions.get((model, gap.dataset, quantity), (np.nan, np.nan))
             where = f" on {gap.dataset}" if len(gaps) > 1 else ""  # a study of several training sets
             rows.append([f"{gap.label} − {variant_label(config, gap.baseline)}{where}, paired",
-                         f"{_interval(gap.diff, gap.diff_low, gap.diff_high, True)}, Holm p {_p(gap.p_holm)}: "
-                         f"**{gap.verdict}**", signed(low, high)])
+                         f"{_interval(gap.diff, gap.diff_low, gap.diff_high, True)}, {_adjusted_p(gap)}"
+                         + (f": **{gap.verdict}**" if _procedure(gap) != "descriptive" else ""), signed(low, high)])
         auc = speed[(speed["model"] == model) & (speed["variant"] == variant)]
         for row in auc.itertuples():
             low, high = predictions.get((model, row.dataset, f"paired reward AUC: {row.label}"), (np.nan, np.nan))
             where = f" on {row.dataset}" if len(auc) > 1 else ""
             rows.append([f"training-reward AUC, {row.label} − {variant_label(config, options['baseline'])}{where}",
                          f"{_interval(row.auc_vs_baseline, row.auc_vs_baseline_low, row.auc_vs_baseline_high, True)}, "
-                         f"Holm p {_p(row.auc_p_holm)}: **{row.auc_verdict}**", signed(low, high)])
+                         f"{_adjusted_p(row, 'auc_')}"
+                         + (f": **{row.auc_verdict}**" if _procedure(row, "auc_") != "descriptive" else ""),
+                         signed(low, high)])
     runs = _spread_runs(spread)
     where = (f"one more run, approximately (95% prediction from {runs} runs, assuming normality)" if runs
              else "one more run (no spread across runs measured)")
@@ -182,12 +209,14 @@ def _spread_runs(spread: pd.DataFrame | None) -> int:
     return len(runs) - ("inside" in columns)
 
 
-def _verdict_sentence(what: str, rows: pd.DataFrame, estimate: str, verdict: str, mde: str) -> str:
+def _verdict_sentence(what: str, rows: pd.DataFrame, estimate: str, verdict: str, mde: str, prefix: str = "") -> str:
     """"what: ahead: A (+x [lo, hi]), ...; not distinguishable: ..." with each line named, or, for more
-    than four lines of one verdict, their count and range (and for the undecided their detectable gap)."""
+    than four lines of one verdict, their count and range (and for the undecided their detectable gap); a
+    descriptive family's lines under "no verdict"."""
     parts = []
-    for word in VERDICT_ORDER:
-        chosen = rows[rows[verdict] == word]
+    descriptive = len(rows) and _procedure(rows.iloc[0], prefix) == "descriptive"
+    for word in ("no verdict",) if descriptive else VERDICT_ORDER:
+        chosen = rows if descriptive else rows[rows[verdict] == word]
         if chosen.empty:
             continue
         if len(chosen) > 4:
@@ -233,22 +262,22 @@ def _summary(config: dict, tables: dict, options: dict) -> str:
             family = frame[f"{prefix}family"].fillna("")
             for name, members in frame[(family != "") & ~family.str.startswith("check")].groupby(
                     f"{prefix}family", sort=False):
-                text = _verdict_sentence(f"{what}, {name} family, Holm over {_lines(len(members))}", members, column,
-                                         f"{prefix}verdict", f"{prefix}mde")
+                text = _verdict_sentence(f"{what}, {name} family, {_over(members, prefix, _lines(len(members)))}",
+                                         members, column, f"{prefix}verdict", f"{prefix}mde", prefix)
                 texts[key] = texts.get(key, "") + text
             checks = frame[family.str.startswith("check")]
             if not checks.empty:
                 texts[key] = texts.get(key, "").rstrip(".\n") + "; check lines, each a family of its own: " + ", ".join(
                     f"{row['label']} {_interval(row[column], row[f'{column}_low'], row[f'{column}_high'], True)} "
-                    f"**{row[f'{prefix}verdict']}**" for _, row in checks.iterrows()) + ".\n"
+                    f"**{_verdict_of(row, prefix)}**" for _, row in checks.iterrows()) + ".\n"
     for key, rows in _groups(tables["factorial"]):
         for name, frame in (("accuracy", rows[(rows["metric"] == "accuracy") & (rows["benchmark"] == AVERAGE)]),
                             ("training-reward AUC", rows[rows["metric"] == "reward_auc"])):
             for family, members in frame.groupby("family", sort=False):
                 effects = "; ".join(f"{row.effect} {_interval(row.estimate, row.estimate_low, row.estimate_high, True)}"
-                                    f" **{row.verdict}**" for row in members.itertuples())
-                texts[key] = texts.get(key, "") + (f"- 2 × 2 on {name}, {family} family (Holm over "
-                                                   f"{len(members)}): {effects}.\n")
+                                    f" **{_verdict_of(row)}**" for row in members.itertuples())
+                texts[key] = texts.get(key, "") + (f"- 2 × 2 on {name}, {family} family "
+                                                   f"({_over(members, '', str(len(members)))}): {effects}.\n")
     return _titled(list(texts.items())) if texts else "No comparison yet.\n"
 
 
@@ -259,8 +288,10 @@ def _comparison(config: dict, tables: dict, options: dict) -> str:
     paired = paired[(paired["dataset"] != ALL_DATASETS) & (paired["benchmark"] == AVERAGE)]
     paired = paired.set_index(["model", "dataset", "method"])
     speed = speed.set_index(["model", "dataset", "variant"])
+    auc_p = "Holm p" if (speed.reset_index().get("auc_procedure", pd.Series(dtype=object)) != "max_t").all() \
+        else "adjusted p (Holm or max-T)"
     header = ["line", "label", "accuracy [95% CI]", f"− {shown} [95% CI]", "Holm p", "MDE at α/m", "verdict",
-              "training-reward AUC", f"− {shown} [95% CI]", "Holm p", "verdict"]
+              "training-reward AUC", f"− {shown} [95% CI]", auc_p, "verdict"]
     parts = []
     for (model, dataset), rows in _groups(by_variant.reset_index()):
         lines = []
@@ -275,8 +306,8 @@ def _comparison(config: dict, tables: dict, options: dict) -> str:
                 cells += ["—", "—", "—", "baseline" if row.variant == baseline else "–"]
             else:
                 shown_verdict = ("in the 2 × 2's primary family" if gap["role"] == "factorial"
-                                 else f"{gap['verdict']} (check)" if gap["role"] == CHECK else gap["verdict"] or "–")
-                cells += [_interval(gap["diff"], gap["diff_low"], gap["diff_high"], True), _p(gap["p_holm"]),
+                                 else f"{_verdict_of(gap)} (check)" if gap["role"] == CHECK else _verdict_of(gap))
+                cells += [_interval(gap["diff"], gap["diff_low"], gap["diff_high"], True), _p_cell(gap),
                           _level(gap["mde"]), shown_verdict]
             if auc is None:
                 cells += ["–", "–", "–", "–"]
@@ -285,8 +316,9 @@ def _comparison(config: dict, tables: dict, options: dict) -> str:
                 cells += [_level(auc["auc"]),
                           "—" if is_base else _interval(auc["auc_vs_baseline"], auc["auc_vs_baseline_low"],
                                                         auc["auc_vs_baseline_high"], True),
-                          "—" if is_base else _p(auc["auc_p_holm"]),
-                          "baseline" if is_base else (auc["auc_verdict"] or "–")]
+                          "—" if is_base else _p_cell(auc, "auc_"),
+                          "baseline" if is_base else ("in the 2 × 2" if not auc["auc_family"] and
+                                                      not pd.isna(auc["auc_vs_baseline"]) else _verdict_of(auc, "auc_"))]
             lines.append(cells)
         parts.append(((model, dataset), _table(header, lines)))
     return _titled(parts) if parts else "No results yet.\n"
@@ -314,7 +346,8 @@ def _factorial(factorial: pd.DataFrame, options: dict) -> str:
                 if effect in frame.index:
                     r = frame.loc[effect]
                     cells += [_interval(r["estimate"], r["estimate_low"], r["estimate_high"], True),
-                              *[(_level(r[c]) if c == "mde" else _p(r[c])) for c in columns], r["verdict"] or "–"]
+                              *[(_level(r[c]) if c == "mde" else _p_cell(r) if c == "p_holm" else _p(r[c]))
+                                for c in columns], _verdict_of(r)]
                 else:
                     cells += ["–"] * (len(columns) + 2)
             lines.append(cells)
@@ -339,7 +372,7 @@ def _primary(config: dict, tables: dict, options: dict) -> str:
         for _, row in primary.iterrows():
             tost = f", TOST (±{margin:g}) Holm p {_p(row['p_equivalence_holm'])}" if margin else ""
             lines.append(f"- {row[name]}: {_interval(row[estimate], row[f'{estimate}_low'], row[f'{estimate}_high'], True)}"
-                         f", Holm p {_p(row['p_holm'])} (of {len(primary)}){tost}: **{row['verdict'] or '–'}**")
+                         f", {_adjusted_p(row)} (of {len(primary)}){tost}: **{_verdict_of(row)}**")
         family = rows[rows["family"] == "per-suite accuracy"]
         chosen = family[family["verdict"].isin([AHEAD, BEHIND])
                         & (family["kind"] == "simple" if factorial else family[name].isin(primary[name]))]
@@ -430,8 +463,10 @@ def _horizon(horizon: pd.DataFrame | None) -> str:
               "effect [95% CI]", "Holm p", "TOST p (Holm)", "MDE", "verdict", "per seed"]
     lines = []
     for _, row in horizon.iterrows():
-        if row["role"] == "trend":
-            lines.append([row["pair"], "**trend**: slope per unit ln(chain length)", "", "", "", "", "",
+        if row["role"] in ("trend", "curvature"):
+            what = "**trend**: slope per unit ln(chain length)" if row["role"] == "trend" else \
+                "**curvature**: quadratic coefficient on ln(chain length), the slope's lack of fit"
+            lines.append([row["pair"], what, "", "", "", "", "",
                           _interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
                           _p(row["p_holm"]), _p(row["p_equivalence_holm"]), _level(row["mde"]),
                           f"**{row['verdict'] or '–'}**", ""])
@@ -483,6 +518,8 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
         effects, trend = rows[rows["role"] == "effect"], rows[rows["role"] == "trend"].iloc[0]
         spec = design["pairs"][pair]
         seeds = int(effects["seeds"].min()) if effects["seeds"].notna().all() else 0
+        drawn = len(sft_seeds(config) or [None])
+        runs = f"{seeds} seeds" + (f" on {drawn} SFT models a horizon" if drawn > 1 else "")
         what = (f"{variant_label(config, spec['treatment'])} − {variant_label(config, spec['baseline'])}"
                 + (", exploratory" if spec.get("exploratory") else ""))
         verdict = trend["verdict"]
@@ -492,7 +529,7 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
             continue
         words = TREND_WORDS[verdict]
         if verdict == UNRESOLVED:
-            words += f" at {seeds} seeds: neither a growth nor its absence is shown"
+            words += f" at {runs}: neither a growth nor its absence is shown"
         elif verdict in (AHEAD, BEHIND) and trend["p_equivalence_holm"] < 1 - float(options["level"]):
             words += ", by less than the declared margin (TOST)"
         margin = design["equivalence_margin"].get("slope")
@@ -501,8 +538,18 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
         per = "; ".join(f"{int(r['columns'])} columns "
                         f"{_interval(r['estimate'], r['estimate_low'], r['estimate_high'], True)}"
                         f" ({r['verdict'] or '–'})" for _, r in effects.iterrows())
+        bend = rows[rows["role"] == "curvature"]
+        shape = ""
+        if len(bend):
+            bend = bend.iloc[0]
+            shape = (f"; its lack of fit (the quadratic coefficient on ln(chain length)) "
+                     f"{_interval(bend['estimate'], bend['estimate_low'], bend['estimate_high'], True)}, Holm p "
+                     f"{_p(bend['p_holm'])}: " + ("**the trend is not a straight line in ln(chain length)**"
+                                                 if bend["verdict"] in (AHEAD, BEHIND) else
+                                                 f"no curvature resolved at {runs}"))
         sentences.append(f"- **{pair}** ({what}): the effect on held-out accuracy {words} (slope {slope} per unit "
-                         f"ln(chain length) over {span}, Holm p {_p(trend['p_holm'])}{tost}). Per horizon: {per}.")
+                         f"ln(chain length) over {span}, Holm p {_p(trend['p_holm'])}{tost}{shape}). "
+                         f"Per horizon: {per}.")
     effects = horizon[horizon["role"] == "effect"]
     horizons = effects.drop_duplicates(["model", "dataset"])
     outside = horizons[horizons["in_band"] == False]  # noqa: E712 (None: no band declared)

@@ -10,6 +10,7 @@ import pandas as pd
 from grpo_lambda.tables.appendix_e import appendix_e, appendix_e_published
 from grpo_lambda.tables.cells import Cells
 from grpo_lambda.tables.collect import load_published, missing_cells, summarise
+from grpo_lambda.tables.control import control_table
 from grpo_lambda.tables.dataset_gain import dataset_gain_table
 from grpo_lambda.tables.diagnostics import diagnostics_table
 from grpo_lambda.tables.factorial import factorial_table
@@ -22,6 +23,7 @@ from grpo_lambda.tables.raw import read_raw, read_results, RunData
 from grpo_lambda.tables.results import checkpoints_table, results_by_variant, results_table, sampled_cells
 from grpo_lambda.tables.table1 import table1, table1_published
 from grpo_lambda.tables.training import final_reward_table, training_curves_table, training_gain_table
+from grpo_lambda.tables.verdicts import post_hoc_margins
 
 
 def build_tables(config: dict, results_dir: str | os.PathLike) -> dict[str, pd.DataFrame]:
@@ -67,5 +69,7 @@ def tables_from(config: dict, data: RunData) -> dict[str, pd.DataFrame]:
         "missing": lambda: missing_cells(summary, config),
         "horizon": lambda: horizon_table(cells, config, data.logs, options),
         "horizon_errors": lambda: horizon_errors_table(data.errors, config, options),
+        "control": lambda: control_table(cells, config, data.logs, options),
     }
-    return {name: builders[template](**fields) for name, template, fields in expand(TABLES, config)}
+    tables = {name: builders[template](**fields) for name, template, fields in expand(TABLES, config)}
+    return post_hoc_margins(tables) if options["history"]["margins_set_after_data"] else tables

@@ -7,7 +7,7 @@ from collections.abc import Iterable
 import numpy as np
 import pandas as pd
 
-from grpo_lambda.config import sft_folder
+from grpo_lambda.config import sft_folder, sft_seed_of, sft_seeds
 from grpo_lambda.stats import NO_INTERVAL, Interval, Term, linear_interval, proportion_interval
 from grpo_lambda.tables.collect import sampled_per_problem
 from grpo_lambda.tables.keys import AVERAGE, FINAL, KEYS, SFT
@@ -32,6 +32,25 @@ def pairing_key(config: dict, model: str, dataset: str, variant: str):
     if variant == SFT:
         return (SFT, model, dataset)
     return ("rl", sft_folder(config, model, dataset))
+
+
+def sft_clusters(config: dict, model: str, dataset: str, variant: str, rows) -> tuple | None:
+    """The draw one level up of each row (grpo_lambda.stats ``Term.clusters``): with several SFT models per
+    condition (``sft.seeds``), the SFT model an RL seed started from, or the SFT model itself for the SFT
+    rows (named by their SFT seed), all in one stratum per condition; None with one SFT model per
+    condition (the intervals are then conditional on it)."""
+    if sft_seeds(config) is None:
+        return None
+    stratum = ("sft", sft_folder(config, model, dataset))
+    return tuple((stratum, row if variant == SFT else sft_seed_of(config, row)) for row in rows)
+
+
+def seed_clusters(config: dict, seeds) -> list | None:
+    """The SFT seed of each RL seed in ``seeds`` (the units a seed-level test flips, stats.seed_interval's
+    ``clusters``) with several SFT models per condition; None with one."""
+    if sft_seeds(config) is None:
+        return None
+    return [sft_seed_of(config, seed) for seed in seeds]
 
 
 class Cells:
@@ -70,7 +89,8 @@ class Cells:
         """Terms of the mean over ``benchmarks`` of the cell's value; None if one is absent.
 
         ``seed="all"`` pools the cell's seeds; an int restricts to that seed. Rows are named by seed
-        and keyed by the SFT model (:func:`pairing_key`): terms of two variants pair by seed.
+        and keyed by the SFT model (:func:`pairing_key`): terms of two variants pair by seed; with
+        several SFT models per condition, each row names its SFT model (:func:`sft_clusters`).
         """
         terms = []
         for benchmark in benchmarks:
@@ -83,7 +103,8 @@ class Cells:
                     return None
                 matrix, seed_list = matrix[[seed_list.index(seed)]], [seed]
             terms.append(Term(1.0 / len(benchmarks), matrix, pairing_key(self.config, model, dataset, variant),
-                              benchmark, tuple(seed_list)))
+                              benchmark, tuple(seed_list),
+                              sft_clusters(self.config, model, dataset, variant, seed_list)))
         return terms
 
     def interval(self, terms: list[Term] | None) -> Interval:
@@ -100,7 +121,7 @@ class Cells:
 
 
 def scaled(terms: list[Term], factor: float) -> list[Term]:
-    return [Term(t.weight * factor, t.correct, t.seeds, t.problems, t.rows) for t in terms]
+    return [Term(t.weight * factor, t.correct, t.seeds, t.problems, t.rows, t.clusters) for t in terms]
 
 
 def estimate(terms: list[Term] | None) -> float:

@@ -11,7 +11,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda import files, layout
-from grpo_lambda.config import model_checkpoints, model_datasets, model_variants, rl_settings, sft_folder
+from grpo_lambda.config import (model_checkpoints, model_datasets, model_variants, rl_settings, sft_folder,
+                                sft_seeds)
 from grpo_lambda.stats import pass_at_k
 from grpo_lambda.tables.keys import FINAL, KEYS, SFT
 
@@ -21,13 +22,15 @@ def final_step(config: dict, model: str) -> int:
 
 
 def expected_cells(config: dict) -> list[tuple]:
-    """Every (model, dataset, variant, seed, step, benchmark) the config asks to evaluate."""
+    """Every (model, dataset, variant, seed, step, benchmark) the config asks to evaluate. An SFT model's
+    seed is None, or, with several SFT models per condition (``sft.seeds``), its SFT seed."""
     cells = []
     for model in config["models"]:
         steps = [str(s) for s in model_checkpoints(config, model)] + [FINAL]  # a model may name its own
         for dataset in model_datasets(config, model):
-            for benchmark in config["benchmarks"]:
-                cells.append((model, dataset, SFT, None, FINAL, benchmark))
+            for sft_seed in sft_seeds(config) or [None]:
+                for benchmark in config["benchmarks"]:
+                    cells.append((model, dataset, SFT, sft_seed, FINAL, benchmark))
             for variant in model_variants(config, model):
                 for seed in config["seeds"]:
                     for step in steps:
@@ -40,7 +43,7 @@ def eval_file(results_dir: str | os.PathLike, model: str, dataset: str, variant:
               seed: int | None, step: str, benchmark: str) -> Path:
     if variant != SFT:
         return Path(results_dir) / layout.evaluation(model, dataset, variant, seed, step, benchmark)
-    return Path(results_dir) / layout.sft_evaluation(model, dataset, benchmark)
+    return Path(results_dir) / layout.sft_evaluation(model, dataset, benchmark, sft_seed=seed)
 
 
 _SAMPLE_FIELDS = ["id", "mode", "sample", "correct", "formatted", "length", "extracted"]
@@ -90,7 +93,7 @@ def _read_samples(path: Path, columns: dict[str, list]) -> int:
 def collect_samples(results_dir: str | os.PathLike, config: dict) -> pd.DataFrame:
     """One row per evaluated sample of every cell the config names and the folder holds.
 
-    Columns: model, dataset, variant, seed (nullable; empty for SFT), step (``final`` or a step
+    Columns: model, dataset, variant, seed (nullable; empty for SFT, or the SFT seed under ``sft.seeds``), step (``final`` or a step
     number, as text), benchmark, id (text), mode (greedy | sampled), sample, correct, formatted
     (0/1 floats), length (tokens) and extracted (the graded answer, or None). Absent files are skipped
     (see :func:`missing_cells`).
@@ -225,9 +228,10 @@ def collect_provenance(results_dir: str | os.PathLike, config: dict) -> pd.DataF
     sources = []  # (stage, path, key in the file or None for the whole file)
     for model in config["models"]:
         for dataset in model_datasets(config, model):
-            sft = Path(results_dir) / sft_folder(config, model, dataset) / "provenance.json"
-            if ("sft", sft, None) not in sources:  # a shared SFT model (sft.data open_r1) counts once
-                sources.append(("sft", sft, None))
+            for seed in config["seeds"]:
+                sft = Path(results_dir) / sft_folder(config, model, dataset, seed) / "provenance.json"
+                if ("sft", sft, None) not in sources:  # a shared SFT model (sft.data open_r1) counts once
+                    sources.append(("sft", sft, None))
             for variant in model_variants(config, model):
                 for seed in config["seeds"]:
                     sources.append(("train", Path(results_dir) / layout.cell(model, dataset, variant, seed)

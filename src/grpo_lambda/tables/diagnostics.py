@@ -2,8 +2,10 @@
 
 Per model × training set × variant, for each column of ``DIAGNOSTICS`` (``train_log.csv``,
 docs/results-format.md): each seed's mean over its logged steps, then the mean over seeds with its t
-interval over seeds (grpo_lambda.stats.t_interval). A column a run never logged (DAPO's dropped groups
-outside dynamic sampling, the KL at β = 0 where TRL does not compute it) is empty.
+interval over seeds (grpo_lambda.stats.t_interval); the interval of a share (``SHARES``: a clip fraction,
+the groups without signal) cut to [0, 1], which a share cannot leave (grpo_lambda.stats.bounded: the
+coverage is unchanged), where a t interval near 0 reaches below it. A column a run never logged (DAPO's
+dropped groups outside dynamic sampling, the KL at β = 0 where TRL does not compute it) is empty.
 """
 
 from __future__ import annotations
@@ -11,7 +13,7 @@ from __future__ import annotations
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.stats import t_interval
+from grpo_lambda.stats import bounded, t_interval
 from grpo_lambda.tables.cells import interval_columns
 from grpo_lambda.tables.labels import variant_label
 
@@ -20,6 +22,7 @@ from grpo_lambda.tables.labels import variant_label
 # (no signal), the groups DAPO's dynamic sampling dropped per step, and the completions' length.
 DIAGNOSTICS = ("clip_ratio_region", "clip_ratio_low", "clip_ratio_high", "entropy", "kl", "frac_reward_zero_std",
                "dropped_groups", "completion_length")
+SHARES = ("clip_ratio_region", "clip_ratio_low", "clip_ratio_high", "frac_reward_zero_std")
 COLUMNS = ["model", "dataset", "variant", "label", "seeds", "steps",
            *[c for name in DIAGNOSTICS for c in (name, f"{name}_low", f"{name}_high")]]
 
@@ -39,6 +42,7 @@ def diagnostics_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.Dat
                 for name in DIAGNOSTICS:
                     per_seed = runs.groupby("seed")[name].mean() if name in runs else pd.Series(dtype=float)
                     interval = t_interval(per_seed.to_numpy(dtype=float), float(options["level"]))
+                    interval = bounded(interval) if name in SHARES else interval
                     row.update(interval_columns(name, interval))
                 rows.append(row)
     return pd.DataFrame(rows, columns=COLUMNS).astype({name: float for name in DIAGNOSTICS})

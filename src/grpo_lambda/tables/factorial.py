@@ -24,7 +24,10 @@ are a family (they are averages of the simple effects, so counting them with tho
 question twice); the interaction is a family of one, since it asks another question (whether the
 effects differ), and Holm over it with the effects would spend the effects' α on it. Per-suite rows
 are one exploratory family per model × training set; the training-reward AUC's simple effects, main
-effects and interaction are three more, as on accuracy.
+effects and interaction are three more, as on accuracy. A line's AUC gap to the baseline that is one of
+the simple effects is counted here only (the learning_speed table leaves it out of its reward AUC family).
+The rules are grpo_lambda.config.families' (the design check reads them too); ``report.multiplicity`` may
+give the AUC families the step-down max-T over joint sign flips of the seeds (the ``procedure`` column).
 """
 
 from __future__ import annotations
@@ -33,19 +36,19 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
+from grpo_lambda.config.families import (FACTORIAL_REWARD_AUC as REWARD_AUC, INTERACTION, MAIN, SIMPLE,
+                                         factorial_family as family_of)
 from grpo_lambda.stats import seed_interval
-from grpo_lambda.tables.cells import Cells, interval_columns, scaled, targets
+from grpo_lambda.tables.cells import Cells, interval_columns, scaled, seed_clusters, targets
 from grpo_lambda.tables.keys import AVERAGE, FINAL
 from grpo_lambda.tables.learning_speed import run_statistics
 from grpo_lambda.tables.paired import seed_count
-from grpo_lambda.tables.verdicts import EXPLORATORY, PRIMARY, add_verdicts, comparison_columns, per_seed_text
+from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns, per_seed_text
 
 COLUMNS = ["model", "dataset", "metric", "benchmark", "effect", "kind", "contrast", "estimate", "estimate_low",
-           "estimate_high", "seeds", "per_seed", "role", "family", "se", "df", "p", "p_floor", "p_holm",
+           "estimate_high", "seeds", "per_seed", "role", "family", "se", "df", "p", "p_floor", "procedure", "p_holm",
            "p_equivalence", "p_equivalence_holm", "mde", "verdict"]
 FAMILY = ["model", "dataset", "family"]
-REWARD_AUC = "reward_auc"
-SIMPLE, MAIN, INTERACTION = "simple", "main", "interaction"
 
 
 def contrasts(design: dict) -> list[tuple[str, str, str, dict[str, float]]]:
@@ -66,23 +69,11 @@ def contrasts(design: dict) -> list[tuple[str, str, str, dict[str, float]]]:
                   (f"{a} × {b}", INTERACTION, f"{a}'s effect with {b} on − with {b} off", both)]
 
 
-def family_of(metric: str, benchmark: str, kind: str, primary: str) -> tuple[str, str]:
-    """(role, family) of one effect (the module docstring)."""
-    if metric == REWARD_AUC:
-        return EXPLORATORY, {SIMPLE: "reward AUC simple effects", MAIN: "reward AUC main effects",
-                             INTERACTION: "reward AUC interaction"}[kind]
-    if benchmark != AVERAGE:
-        return EXPLORATORY, "per-suite accuracy"
-    if kind == SIMPLE:
-        return (PRIMARY, PRIMARY) if primary == "factorial" else (EXPLORATORY, "simple effects")
-    return EXPLORATORY, {MAIN: "main effects", INTERACTION: "interaction"}[kind]
-
-
 def factorial_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict) -> pd.DataFrame:
     """The effects of ``report.factorial`` per model × training set whose runs hold all four cells."""
     design = options["factorial"]
     level, margins = float(options["level"]), options["equivalence_margin"]
-    rows = []
+    rows, seed_values = [], []  # seed_values: each row's per-seed values, for a max-T family (verdicts)
     if design is None:
         return pd.DataFrame(columns=COLUMNS)
     effects = contrasts(design)
@@ -104,20 +95,23 @@ def factorial_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dic
                                  **interval_columns("estimate", interval), "seeds": seed_count(*parts),
                                  "per_seed": "", "role": role, "family": family,
                                  **comparison_columns(interval, level, margins.get("accuracy"))})
+                    seed_values.append(None)
             per_variant = speed.get((model, dataset), (None, {}))[1]
             if not set(design["cells"].values()) <= set(per_variant):
                 continue
             shared = sorted(set.intersection(*(set(per_variant[v][0]) for v in design["cells"].values())))
             for effect, kind, contrast, weights in effects:
                 per_seed = sum(w * _auc_of(per_variant[v], shared) for v, w in weights.items())
-                interval = seed_interval(per_seed, level, shared)
+                interval = seed_interval(per_seed, level, shared, seed_clusters(config, shared))
                 role, family = family_of(REWARD_AUC, "", kind, options["primary"])
                 rows.append({"model": model, "dataset": dataset, "metric": REWARD_AUC, "benchmark": "",
                              "effect": effect, "kind": kind, "contrast": contrast,
                              **interval_columns("estimate", interval), "seeds": len(shared),
                              "per_seed": per_seed_text(interval), "role": role, "family": family,
                              **comparison_columns(interval, level, margins.get(REWARD_AUC))})
-    return add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "estimate", FAMILY, level)
+                seed_values.append(dict(zip(shared, per_seed)))
+    return add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "estimate", FAMILY, level, options=options,
+                        table="factorial", seed_values=seed_values)
 
 
 def _auc_of(statistics: tuple, seeds: list[int]) -> np.ndarray:

@@ -17,7 +17,10 @@ ln L_h,
 
 a linear combination of cell means like every other accuracy statistic, so its interval is
 grpo_lambda.stats.linear_interval's (paired by seed and problem within a horizon; the horizons'
-SFT models are independent strata). Families: the trends of the pairs are the primary family (Holm
+SFT models are independent strata, and with several SFT models per horizon, ``sft.seeds``, the interval is
+over them). With three horizons or more a slope can hide a step: ``report.horizon.curvature`` adds, per
+pair, its lack-of-fit test, the quadratic coefficient c of Δ_h ≈ a + b·x_h + c·x_h² (a ``curvature`` row,
+Σ_h q_h Δ_h, in the trend's family), so a trend that is a step between two horizons shows as curvature. Families: the trends of the pairs are the primary family (Holm
 over the pairs), except those of pairs declared ``exploratory`` (the clamp's effect beside the trace's,
 say), which are a family of their own; the per-horizon effects of one pair are a family each. A margin of
 equivalence per statistic (``report.horizon.equivalence_margin``: ``effect``, ``slope``) makes a TOST
@@ -46,20 +49,21 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda import files
-from grpo_lambda.config import model_datasets, model_variants
+from grpo_lambda.config import model_datasets, model_variants, sft_seeds
+from grpo_lambda.config.families import horizon_family
 from grpo_lambda.data import arith
 from grpo_lambda.tables.collect import eval_file
 from grpo_lambda.tables.cells import Cells, interval_columns, scaled
 from grpo_lambda.tables.keys import FINAL, SFT
 from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns, seed_values_text
 
-EFFECT, TREND = "effect", "trend"
+EFFECT, TREND, CURVATURE = "effect", "trend", "curvature"
 COLUMNS = ["model", "pair", "role", "dataset", "benchmark", "columns", "chain_length", "sft_accuracy",
            "sft_accuracy_low", "sft_accuracy_high", "in_band", "steps_with_signal", "groups_with_signal",
            "baseline_accuracy", "baseline_accuracy_low", "baseline_accuracy_high", "treatment_accuracy",
            "treatment_accuracy_low", "treatment_accuracy_high", "estimate", "estimate_low", "estimate_high",
-           "seeds", "per_seed", "se", "df", "p", "p_floor", "p_holm", "p_equivalence", "p_equivalence_holm", "mde",
-           "verdict"]
+           "seeds", "per_seed", "family", "se", "df", "p", "p_floor", "procedure", "p_holm", "p_equivalence",
+           "p_equivalence_holm", "mde", "verdict"]
 ERROR_COLUMNS = ["model", "dataset", "benchmark", "columns", "variant", "answers", "correct", "first_error_carry",
                  "first_error_other", "carry_error_position"]
 
@@ -76,6 +80,15 @@ def slope_weights(lengths: list[float]) -> np.ndarray:
     x = np.log(np.asarray(lengths, dtype=float))
     centred = x - x.mean()
     return centred / float((centred ** 2).sum())
+
+
+def curvature_weights(lengths: list[float]) -> np.ndarray:
+    """q_h: the least-squares quadratic coefficient of y on x = ln(length), fitted with an intercept and a
+    slope (y ≈ a + b·x + c·x²), is c = Σ q_h y_h; zero for a trend that is a straight line in x, the test of
+    lack of fit of the slope (at least three horizons)."""
+    x = np.log(np.asarray(lengths, dtype=float))
+    design = np.column_stack([np.ones_like(x), x, x * x])
+    return np.linalg.pinv(design)[2]
 
 
 def band_check(summary: dict, band: list[float]) -> dict:
@@ -136,11 +149,12 @@ def horizon_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
     chains = design["chains"]
     lengths = {dataset: chain_length(config["benchmarks"][bench]) for dataset, bench in chains.items()}
     weights = dict(zip(chains, slope_weights([lengths[d] for d in chains])))
+    bends = dict(zip(chains, curvature_weights([lengths[d] for d in chains]))) if design.get("curvature") else None
     rows = []
     for model in config["models"]:
         for name, pair in design["pairs"].items():
             treatment, baseline = pair["treatment"], pair["baseline"]
-            trend_terms, complete = [], True
+            trend_terms, bend_terms, complete = [], [], True
             for dataset, benchmark in chains.items():
                 arms = [cells.terms(model, dataset, v, FINAL, [benchmark]) for v in (treatment, baseline)]
                 steps, groups = signal(logs, model, dataset, [treatment, baseline])
@@ -162,11 +176,15 @@ def horizon_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
                              "per_seed": _per_seed(cells, model, dataset, treatment, baseline, benchmark),
                              **comparison_columns(interval, level, margins.get(EFFECT))})
                 trend_terms += scaled(difference, weights[dataset])
-            interval = cells.interval(trend_terms) if complete else None
-            rows.append({"model": model, "pair": name, "role": TREND, "dataset": "", "benchmark": "",
-                         "columns": np.nan, "chain_length": np.nan, **interval_columns("estimate", interval),
-                         "seeds": np.nan, "per_seed": "",
-                         **comparison_columns(interval, level, margins.get("slope"))})
+                if bends is not None:
+                    bend_terms += scaled(difference, bends[dataset])
+            for role, terms, margin in ((TREND, trend_terms, margins.get("slope")), (CURVATURE, bend_terms, None)):
+                if role == CURVATURE and bends is None:
+                    continue
+                interval = cells.interval(terms) if complete else None
+                rows.append({"model": model, "pair": name, "role": role, "dataset": "", "benchmark": "",
+                             "columns": np.nan, "chain_length": np.nan, **interval_columns("estimate", interval),
+                             "seeds": np.nan, "per_seed": "", **comparison_columns(interval, level, margin)})
     frame = pd.DataFrame(rows, columns=COLUMNS)
     if frame.empty:
         return frame
@@ -176,13 +194,10 @@ def horizon_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
         frame["in_band"] = frame["in_band"].astype(object)
         frame.loc[effects, "in_band"] = frame.loc[effects, "sft_accuracy"].between(band[0], band[1])
     # Holm: the trends of the primary pairs are one family (the primary test), the exploratory pairs' trends
-    # another, each pair's effects another.
-    exploratory = frame["pair"].map(lambda name: design["pairs"][name].get("exploratory", False))
-    frame["family"] = np.where(frame["role"] != TREND, frame["pair"],
-                               np.where(exploratory, "exploratory " + TREND, TREND))
-    frame = add_verdicts(frame.drop(columns=["p_holm", "p_equivalence_holm", "verdict"]), "estimate",
-                         ["model", "family"], level)
-    return frame.drop(columns=["family"])[COLUMNS]
+    # another, each pair's effects another (grpo_lambda.config.families.horizon_family).
+    frame["family"] = [horizon_family(design, pair, role != EFFECT) for pair, role in zip(frame["pair"], frame["role"])]
+    frame = add_verdicts(frame, "estimate", ["model", "family"], level, options=options, table="horizon")
+    return frame[COLUMNS]
 
 
 def collect_first_errors(results_dir: str | os.PathLike, config: dict, options: dict) -> pd.DataFrame | None:
@@ -204,7 +219,8 @@ def collect_first_errors(results_dir: str | os.PathLike, config: dict, options: 
                 continue
             suite = files.iter_jsonl(bench, files.ReadSummary(str(bench)))
             problems = {str(row["id"]): row["problem"] for _, row in suite}
-            runs = [(SFT, None)] + [(v, s) for v in model_variants(config, model) for s in config["seeds"]]
+            runs = ([(SFT, k) for k in sft_seeds(config) or [None]]
+                    + [(v, s) for v in model_variants(config, model) for s in config["seeds"]])
             for variant, seed in runs:
                 path = eval_file(results_dir, model, dataset, variant, seed, FINAL, benchmark)
                 if not path.is_file():

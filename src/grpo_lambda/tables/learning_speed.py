@@ -23,7 +23,11 @@ both have (matched by seed, never by position) by the seed-level procedure
 (grpo_lambda.stats.seed_interval: the exact sign-flip test inverted; no interval below 6 seeds), with its p-values, minimum detectable effect and
 verdict (grpo_lambda.tables.verdicts). Both statistics are exploratory: the AUC gaps of one model and
 training set are one family, the steps another (fewer steps is ``ahead``), a check line
-(``report.checks``) a family of its own. The per-seed values are in the ``*_per_seed`` columns.
+(``report.checks``) a family of its own, and an AUC gap that is a simple effect of ``report.factorial`` is
+counted in the factorial table only (grpo_lambda.config.families.speed_family). Every line's gap shares
+the baseline's seeds: ``report.multiplicity`` may give a family the step-down max-T over joint sign flips
+of the seeds (grpo_lambda.stats.max_t), which can reject where Holm over many lines cannot (the
+``*_procedure`` columns). The per-seed values are in the ``*_per_seed`` columns.
 """
 
 from __future__ import annotations
@@ -32,11 +36,11 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.stats import Interval, seed_interval, smooth, smoothing_weight, t_interval
-from grpo_lambda.tables.cells import interval_columns
+from grpo_lambda.config.families import CHECK, EXPLORATORY, REWARD_AUC, STEPS, speed_family
+from grpo_lambda.stats import Interval, cluster_means, seed_interval, smooth, smoothing_weight, t_interval
+from grpo_lambda.tables.cells import interval_columns, seed_clusters
 from grpo_lambda.tables.labels import method_variants, objective, variant_label
-from grpo_lambda.tables.verdicts import (CHECK, EXPLORATORY, add_verdicts, comparison_columns, per_seed_text,
-                                         seed_values_text)
+from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns, per_seed_text, seed_values_text
 
 THRESHOLD_FRACTION = 0.5
 COLUMNS = ["model", "dataset", "method", "variant", "label", "objective", "seeds", "steps", "threshold",
@@ -44,8 +48,8 @@ COLUMNS = ["model", "dataset", "method", "variant", "label", "objective", "seeds
            "auc_distinguishable", "steps_to_threshold", "steps_to_threshold_low", "steps_to_threshold_high",
            "reached", "steps_vs_baseline", "steps_vs_baseline_low", "steps_vs_baseline_high",
            "steps_distinguishable", "auc_per_seed", "auc_vs_baseline_per_seed", "role", "auc_family",
-           "auc_se", "auc_df", "auc_p", "auc_p_floor", "auc_p_holm", "auc_p_equivalence", "auc_p_equivalence_holm",
-           "auc_mde", "auc_verdict", "steps_family", "steps_se", "steps_df", "steps_p", "steps_p_floor", "steps_p_holm",
+           "auc_se", "auc_df", "auc_p", "auc_p_floor", "auc_procedure", "auc_p_holm", "auc_p_equivalence", "auc_p_equivalence_holm",
+           "auc_mde", "auc_verdict", "steps_family", "steps_se", "steps_df", "steps_p", "steps_p_floor", "steps_procedure", "steps_p_holm",
            "steps_p_equivalence", "steps_p_equivalence_holm", "steps_mde", "steps_verdict"]
 
 
@@ -110,7 +114,7 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
     each with its interval over seeds, and each minus the baseline's, paired by seed, with its verdict."""
     baseline, level = options["baseline"], float(options["level"])
     margin = options["equivalence_margin"].get("reward_auc")
-    rows = []
+    rows, values = [], {"auc": [], "steps": []}  # each row's per-seed gaps, for a max-T family (verdicts)
     for (model, dataset), (goal, per_variant) in run_statistics(config, logs, options).items():
         method_of = {v: m for m, vs in method_variants(config, model, options).items() for v in vs}
         runs = logs[(logs["model"] == model) & (logs["dataset"] == dataset)].dropna(subset=["reward"])
@@ -127,33 +131,62 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
                    **interval_columns("steps_to_threshold", t_interval(first, level)),
                    "reached": f"{int(np.sum(first <= last))}/{len(seeds)}"}
             auc_gap = steps_gap = None
+            gaps = {"auc": None, "steps": None}
             if variant != baseline and baseline in per_variant:
-                auc_gap, steps_gap = paired_gaps(seeds, (auc, first), per_variant[baseline], level)
+                auc_gap, steps_gap = paired_gaps(seeds, (auc, first), per_variant[baseline], level, config)
+                gaps = per_seed_gaps(seeds, {"auc": auc, "steps": first}, per_variant[baseline], config)
+            for name in values:
+                values[name].append(gaps[name])
             row.update(interval_columns("auc_vs_baseline", auc_gap))
             row["auc_distinguishable"] = auc_gap.excludes(0.0) if auc_gap else np.nan
             row.update(interval_columns("steps_vs_baseline", steps_gap))
             row["steps_distinguishable"] = steps_gap.excludes(0.0) if steps_gap else np.nan
             row["auc_per_seed"] = seed_values_text(seeds, auc)
             row["auc_vs_baseline_per_seed"] = per_seed_text(auc_gap)
-            check = variant in options["checks"]
-            row["role"] = CHECK if check else EXPLORATORY
-            row["auc_family"] = "" if auc_gap is None else f"check: {variant}" if check else "reward AUC"
-            row["steps_family"] = "" if steps_gap is None else f"check: {variant}" if check else "steps to threshold"
+            row["role"] = CHECK if variant in options["checks"] else EXPLORATORY
+            row["auc_family"] = "" if auc_gap is None else speed_family(options, config, model, variant, REWARD_AUC)
+            row["steps_family"] = "" if steps_gap is None else speed_family(options, config, model, variant, STEPS)
             row.update(comparison_columns(auc_gap, level, margin, prefix="auc_"))
             row.update(comparison_columns(steps_gap, level, None, prefix="steps_"))
             rows.append(row)
     frame = add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "auc_vs_baseline", ["model", "dataset", "auc_family"],
-                         level, prefix="auc_")
+                         level, prefix="auc_", options=options, table="learning_speed", seed_values=values["auc"])
     return add_verdicts(frame, "steps_vs_baseline", ["model", "dataset", "steps_family"], level, prefix="steps_",
-                        lower_is_better=True)
+                        lower_is_better=True, options=options, table="learning_speed", seed_values=values["steps"])
 
 
-def paired_gaps(seeds: list[int], values: tuple[np.ndarray, ...], base: tuple, level: float) -> list[Interval | None]:
-    """Per statistic, the t interval of the per-seed differences with the baseline over the seeds both
-    have (None when they share none)."""
+def paired_gaps(seeds: list[int], values: tuple[np.ndarray, ...], base: tuple, level: float,
+                config: dict | None = None) -> list[Interval | None]:
+    """Per statistic, the seed-level interval of the per-seed differences with the baseline over the seeds
+    both have (None when they share none); with several SFT models per condition, over the SFT models'
+    mean differences."""
     base_seeds, *base_values = base
     shared = [s for s in seeds if s in base_seeds]
     if not shared:
         return [None] * len(values)
     mine, theirs = [seeds.index(s) for s in shared], [base_seeds.index(s) for s in shared]
-    return [seed_interval(own[mine] - other[theirs], level, shared) for own, other in zip(values, base_values)]
+    clusters = seed_clusters(config, shared) if config is not None else None
+    return [seed_interval(own[mine] - other[theirs], level, shared, clusters)
+            for own, other in zip(values, base_values)]
+
+
+def per_seed_gaps(seeds: list[int], values: dict[str, np.ndarray], base: tuple,
+                  config: dict | None = None) -> dict[str, dict | None]:
+    """Per statistic, each unit both runs have with its difference to the baseline (unit -> value), as
+    :func:`paired_gaps` pairs them: each seed, or with several SFT models per condition each SFT model (its
+    seeds' mean difference), the units max-T flips; None where they share no seed."""
+    base_seeds, base_auc, base_first = base
+    shared = [s for s in seeds if s in base_seeds]
+    if not shared:
+        return {name: None for name in values}
+    mine, theirs = [seeds.index(s) for s in shared], [base_seeds.index(s) for s in shared]
+    clusters = seed_clusters(config, shared) if config is not None else None
+    gaps = {}
+    for (name, own), other in zip(values.items(), (base_auc, base_first)):
+        differences = own[mine] - other[theirs]
+        if clusters is not None:
+            means, units = cluster_means(differences, shared, clusters)
+            gaps[name] = dict(zip(units, means.tolist()))
+        else:
+            gaps[name] = dict(zip(shared, differences.tolist()))
+    return gaps

@@ -12,12 +12,12 @@ from __future__ import annotations
 TABLES = ("results", "results_by_variant", "checkpoints", "table1", "learning_speed", "final_reward",
           "figure3_reward", "training_gain", "dataset_gain", "training_curves", "table1_published",
           "appendix_e_{model}", "appendix_e_published", "paired", "completions", "provenance", "missing", "factorial",
-          "diagnostics", "horizon", "horizon_errors")
+          "diagnostics", "horizon", "horizon_errors", "control")
 FIGURES = ("figure1", "figure2", "figure3", "appendix_d", "figure4", "reward_curves", "learning_speed", "kl",
            "appendix_c_{model}", "eval_length", "checkpoints_{model}", "horizon")
 
 # Tables and figures of one kind of study only: written when the study's ``report:`` sets the option.
-ONLY_WITH = {"horizon": "horizon", "horizon_errors": "horizon"}
+ONLY_WITH = {"horizon": "horizon", "horizon_errors": "horizon", "control": "control"}
 
 TABLE_FORMATS = ("csv", "md", "tex")
 # The figures' data, one row per drawn point: too long to read as Markdown or LaTeX, and left out of

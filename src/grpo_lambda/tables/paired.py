@@ -8,49 +8,27 @@ over all training sets (dataset ``all``) when a model trains on several, else on
 sets are the ``mean accuracy`` family, per-benchmark rows the ``per-suite accuracy`` family (one per
 model × training set). A check line (``report.checks``) is a family of its own. When the primary
 table is ``factorial``, a line whose gap with the baseline is one of the 2 × 2's simple effects is
-counted there only (role ``factorial``: in no family here)."""
+counted there only (role ``factorial``: in no family here). The rule is grpo_lambda.config.families'
+(``paired_family``), which the design check reads too; the ``procedure`` column says how ``p_holm`` was
+adjusted (grpo_lambda.tables.verdicts)."""
 
 from __future__ import annotations
 
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
+from grpo_lambda.config.families import paired_family as family_of
 from grpo_lambda.stats import Term
 from grpo_lambda.tables.cells import Cells, estimate, interval_columns, scaled, targets
-from grpo_lambda.tables.keys import ALL_DATASETS, AVERAGE, FINAL
+from grpo_lambda.tables.keys import ALL_DATASETS, FINAL
 from grpo_lambda.tables.labels import method_label, method_variants, variant_label
 from grpo_lambda.tables.table1 import method_terms
-from grpo_lambda.tables.verdicts import CHECK, EXPLORATORY, PRIMARY, add_verdicts, comparison_columns
+from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns
 
 COLUMNS = ["model", "dataset", "method", "label", "baseline", "benchmark", "accuracy", "baseline_accuracy",
            "diff", "diff_low", "diff_high", "distinguishable", "seeds", "role", "family", "se", "df", "p", "p_floor",
-           "p_holm", "p_equivalence", "p_equivalence_holm", "mde", "verdict"]
+           "procedure", "p_holm", "p_equivalence", "p_equivalence_holm", "mde", "verdict"]
 FAMILY = ["model", "dataset", "family"]
-IN_FACTORIAL = "factorial"
-
-
-def simple_effect_pairs(options: dict) -> set[frozenset]:
-    """The pairs of variants whose difference is a simple effect of report.factorial (cells one factor apart)."""
-    design = options.get("factorial")
-    if not design:
-        return set()
-    cells = design["cells"]
-    return {frozenset((cells[a], cells[b])) for a in cells for b in cells
-            if sum(x != y for x, y in zip(a, b)) == 1}
-
-
-def family_of(options: dict, variants: list[str], dataset: str, benchmark: str, several_sets: bool) -> tuple[str, str]:
-    """(role, family) of one row of the paired table (the module docstring)."""
-    if any(v in options["checks"] for v in variants):
-        return CHECK, f"check: {' '.join(variants)}"
-    if (options["primary"] == "factorial" and len(variants) == 1
-            and frozenset((variants[0], options["baseline"])) in simple_effect_pairs(options)):
-        return IN_FACTORIAL, ""
-    if benchmark != AVERAGE:
-        return EXPLORATORY, "per-suite accuracy"
-    if options["primary"] == "paired" and (dataset == ALL_DATASETS) == several_sets:
-        return PRIMARY, PRIMARY
-    return EXPLORATORY, "mean accuracy"
 
 
 def seed_count(*arms: list[Term]) -> int:
@@ -81,11 +59,12 @@ def paired_table(cells: Cells, config: dict, options: dict) -> pd.DataFrame:
                          "accuracy": estimate(treated), "baseline_accuracy": estimate(base),
                          **interval_columns("diff", diff), "distinguishable": diff.excludes(0.0),
                          "seeds": seed_count(treated, base),
-                         **dict(zip(("role", "family"), family_of(options, variants, dataset, target, len(datasets) > 1))),
+                         **dict(zip(("role", "family"), family_of(options, variants, dataset, target, several))),
                          **comparison_columns(diff, level, margin)})
 
     for model in config["models"]:
         datasets = model_datasets(config, model)
+        several = len(datasets) > 1  # a model with several training sets: its primary rows pool them (`all`)
         for dataset in datasets:
             for variant in model_variants(config, model):
                 if variant != baseline:
@@ -94,4 +73,4 @@ def paired_table(cells: Cells, config: dict, options: dict) -> pd.DataFrame:
             # over one training set the `all` row would repeat the set's own row: written once
             if method != "grpo" and variants != [baseline] and len(datasets) > 1:
                 add(model, ALL_DATASETS, method, method_label(config, method, variants), variants, datasets)
-    return add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "diff", FAMILY, level)
+    return add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "diff", FAMILY, level, options=options, table="paired")

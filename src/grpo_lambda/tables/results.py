@@ -86,7 +86,7 @@ _RESULTS_COLUMNS = ["model", "dataset", "variant", "seed", "label", "objective",
 _BY_VARIANT_COLUMNS = ["model", "dataset", "variant", "label", "objective", "form", "benchmark", "n_seeds",
                        "accuracy", "accuracy_low", "accuracy_high", "formatted", "mean_length", "sft_accuracy",
                        "gain", "gain_low", "gain_high", "gain_distinguishable", "gain_se", "gain_df", "gain_p", "gain_p_floor",
-                       "gain_p_holm", "gain_p_equivalence", "gain_p_equivalence_holm", "gain_mde", "gain_verdict"]
+                       "gain_procedure", "gain_p_holm", "gain_p_equivalence", "gain_p_equivalence_holm", "gain_mde", "gain_verdict"]
 # Holm's family of the gains over SFT: every variant on one metric of one model and training set.
 GAIN_FAMILY = ["model", "dataset", "benchmark"]
 
@@ -121,7 +121,8 @@ def results_by_variant(summary: pd.DataFrame, cells: Cells, config: dict, option
                          **_sampled_intervals(sampled, model, dataset, variant, members)})
     shown = [SAMPLED_COLUMNS[metric] for metric in sampled]
     frame = pd.DataFrame(rows, columns=_BY_VARIANT_COLUMNS + _with_intervals(shown, sampled))
-    return _order(add_verdicts(frame, "gain", GAIN_FAMILY, level, prefix="gain_"), config)
+    return _order(add_verdicts(frame, "gain", GAIN_FAMILY, level, prefix="gain_", options=options,
+                               table="results_by_variant"), config)
 
 
 def checkpoints_table(summary: pd.DataFrame, cells: Cells, config: dict) -> pd.DataFrame:

@@ -4,8 +4,9 @@ A comparison is an estimate of a difference (a method minus the baseline, a vari
 factorial effect) with its interval (:mod:`grpo_lambda.stats`). Its columns, with the table's prefix
 (``""`` for a table of one statistic, ``"auc_"`` and so on for several):
 
-``family``        the comparison's Holm family (a name; empty: in no family, e.g. a row that repeats
-                  another or has no test); ``role`` says what the family is for: ``primary`` (the one
+``family``        the comparison's family (a name, by a rule of grpo_lambda.config.families; empty: in no
+                  family, e.g. a row that repeats another or has no test); ``role`` says what the family
+                  is for: ``primary`` (the one
                   family per study the headline rests on, ``report.primary``), ``exploratory`` (per-suite
                   rows, AUC, diagnostics: their own families), ``check`` (a line that should equal its
                   baseline, ``report.checks``: a family of its own, counted in no other)
@@ -13,23 +14,27 @@ factorial effect) with its interval (:mod:`grpo_lambda.stats`). Its columns, wit
 ``p``             two-sided p-value of "no difference", from the same statistic as the interval (the exact
                   sign-flip test for per-seed values, grpo_lambda.stats.seed_interval)
 ``p_floor``       the smallest p that test can give (2^(1−n) for n seeds, 0 for a t test)
-``p_holm``        ``p`` adjusted by Holm's step-down method within the family
+``procedure``     how the family is adjusted (report.multiplicity, report.descriptive): ``holm``;
+                  ``max_t``, the step-down max-T over joint sign flips of the units (grpo_lambda.stats.max_t)
+                  for seed-level lines that share a baseline; ``descriptive``: no adjusted p, no verdict
+``p_holm``        ``p`` adjusted within the family by its procedure (Holm's step-down method, or max-T's)
 ``p_equivalence`` the equivalence p-value (two one-sided tests against ±margin, the margin of the row's own
                   metric, ``report.equivalence_margin``), NaN without a margin
 ``p_equivalence_holm`` the same, Holm-adjusted within the family
 ``mde``           the minimum detectable effect at the level the verdict faces: the smallest |difference| a
                   two-sided test at α/m (m the family's size, Holm's first step) detects with 80% power at
                   this standard error and df, (t_{df, 1 − α/(2m)} + t_{df, 0.80}) · se; infinite where the
-                  test cannot reach α/m at all
+                  test cannot reach α/m at all; under max-T at the level its first step gives the row
 ``verdict``       ``ahead`` / ``behind`` when ``p_holm`` < α (the sign says which; for a quantity where
                   lower is better, a negative difference is ``ahead``), else ``equivalent`` when
                   ``p_equivalence_holm`` < α (Holm-adjusted, never the unadjusted p), else ``too few seeds``
-                  when m · ``p_floor`` ≥ α (no outcome of the seeds could reject: a sign-flip test of 4
-                  seeds), else ``not distinguishable``
+                  when m · ``p_floor`` ≥ α (``p_floor`` ≥ α under max-T: no outcome of the seeds could
+                  reject, a sign-flip test of 4 seeds), else ``not distinguishable``; none in a descriptive
+                  family
 
 Why Holm within declared families: a verdict stands after the other tests of its question are counted,
 and a row is counted once. Lines that share seeds and baseline are correlated; Holm is valid under any
-such dependence, and conservative under it.
+such dependence, and conservative under it: max-T uses it (docs/statistics.md says when each applies).
 """
 
 from __future__ import annotations
@@ -39,11 +44,14 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from grpo_lambda.stats import Interval, holm, minimum_detectable_effect
+from grpo_lambda.config.families import CHECK, DESCRIPTIVE, EXPLORATORY, HOLM, MAX_T, PRIMARY, procedure
+from grpo_lambda.stats import Interval, holm, max_t, minimum_detectable_effect
 
 AHEAD, BEHIND, EQUIVALENT, UNRESOLVED, TOO_FEW = "ahead", "behind", "equivalent", "not distinguishable", \
     "too few seeds"
-PRIMARY, EXPLORATORY, CHECK = "primary", "exploratory", "check"
+# An "equivalent" on margins set after the run's data was seen (report.history.margins_set_after_data): a
+# TOST that passed on a margin chosen knowing the data is no claim that an effect is absent.
+POST_HOC = "within a post-hoc margin"
 POWER = 0.8
 
 
@@ -59,36 +67,65 @@ def comparison_columns(interval: Interval | None, level: float, margin: float | 
 
 
 def add_verdicts(frame: pd.DataFrame, estimate: str, family: Sequence[str], level: float, prefix: str = "",
-                 lower_is_better: bool = False) -> pd.DataFrame:
-    """Set ``{prefix}p_holm``, ``{prefix}p_equivalence_holm``, ``{prefix}mde`` and ``{prefix}verdict`` of
-    ``frame`` (a copy), whose ``estimate`` column holds the differences and whose test columns
-    :func:`comparison_columns` wrote. Holm runs within each group of equal ``family`` columns; a row with
-    an empty family column is in no family (no adjusted p, no verdict)."""
+                 lower_is_better: bool = False, options: dict | None = None, table: str = "",
+                 seed_values: Sequence[dict | None] | None = None) -> pd.DataFrame:
+    """Set ``{prefix}procedure``, ``{prefix}p_holm``, ``{prefix}p_equivalence_holm``, ``{prefix}mde`` and
+    ``{prefix}verdict`` of ``frame`` (a copy), whose ``estimate`` column holds the differences and whose test
+    columns :func:`comparison_columns` wrote. The adjustment runs within each group of equal ``family``
+    columns (the last names the family); a row with an empty family column is in no family (no adjusted p,
+    no verdict).
+
+    The procedure of a family (grpo_lambda.config.families.procedure, from ``options``, the report options,
+    and ``table``, the table's name; Holm without them): ``holm``; ``max_t``, the step-down max-T over joint
+    sign flips of the units (grpo_lambda.stats.max_t), for a family whose rows have ``seed_values`` (one
+    mapping unit -> value per row of ``frame``, None for a row without); or ``descriptive``, no adjusted p and
+    no verdict. The equivalence p-values are Holm-adjusted in every family that has a verdict."""
     frame = frame.copy()
+    position = dict(zip(frame.index, range(len(frame))))  # seed_values are in the frame's row order
     alpha = 1.0 - level
     keys = list(family)
-    member = frame[keys].notna().all(axis=1) & (frame[keys].astype(str) != "").all(axis=1) if len(frame) else \
+    p_column, eq_column = f"{prefix}p", f"{prefix}p_equivalence"
+    frame[p_column] = frame[p_column].astype(float)
+    frame[eq_column] = frame[eq_column].astype(float)
+    procedures = pd.Series("", index=frame.index, dtype=object)
+    adjusted = {column: pd.Series(np.nan, index=frame.index, dtype=float) for column in (p_column, eq_column)}
+    mde = pd.Series(np.nan, index=frame.index, dtype=float)
+    floors = pd.Series(np.nan, index=frame.index, dtype=float)
+    member = (frame[keys].notna().all(axis=1) & (frame[keys].astype(str) != "").all(axis=1)) if len(frame) else \
         pd.Series(dtype=bool)
-    sizes = pd.Series(np.nan, index=frame.index, dtype=float)
-    for column in ("p", "p_equivalence"):
-        source = f"{prefix}{column}"
-        frame[f"{source}_holm"] = np.nan
-        if frame.empty:
+    for _, rows in frame[member].groupby(keys, sort=False):
+        index = rows.index
+        values = {i: seed_values[position[i]] if seed_values is not None else None for i in index}
+        seed_level = all(value is not None for value in values.values())
+        chosen = HOLM if options is None else procedure(options, table, str(rows[keys[-1]].iloc[0]), seed_level)
+        procedures[index] = chosen
+        if chosen == DESCRIPTIVE:
             continue
-        frame[source] = frame[source].astype(float)
-        inside = frame[member]
-        if not inside.empty:
-            frame.loc[member, f"{source}_holm"] = (
-                inside.groupby(keys, sort=False)[source].transform(lambda p: pd.Series(holm(p.to_numpy()), index=p.index)))
-            if column == "p":
-                sizes[member] = inside.groupby(keys, sort=False)[source].transform(lambda p: float(p.notna().sum()))
-    frame[f"{prefix}mde"] = [minimum_detectable_effect(se, df, alpha / m, POWER, floor) if m and not pd.isna(m) else np.nan
-                             for se, df, floor, m in zip(frame[f"{prefix}se"], frame[f"{prefix}df"],
-                                                         frame[f"{prefix}p_floor"], sizes)] if len(frame) else []
+        tested = index[rows[p_column].notna().to_numpy()]
+        m = len(tested)
+        adjusted[eq_column][index] = holm(rows[eq_column].to_numpy())
+        if chosen == MAX_T and m:
+            units = list(dict.fromkeys(unit for i in tested for unit in values[i]))
+            matrix = np.array([[values[i].get(unit, np.nan) for i in tested] for unit in units], dtype=float)
+            p_max_t, faced = max_t(matrix, level)
+            adjusted[p_column][tested] = p_max_t
+            mde[tested] = [minimum_detectable_effect(frame.at[i, f"{prefix}se"], frame.at[i, f"{prefix}df"], a, POWER)
+                           if a > 0 else np.inf for i, a in zip(tested, faced)]
+            floors[tested] = 2.0 ** (1 - len(units))
+        else:
+            adjusted[p_column][index] = holm(rows[p_column].to_numpy())
+            if m:
+                mde[index] = [minimum_detectable_effect(frame.at[i, f"{prefix}se"], frame.at[i, f"{prefix}df"], alpha / m,
+                                                        POWER, frame.at[i, f"{prefix}p_floor"]) for i in index]
+                floors[index] = frame.loc[index, f"{prefix}p_floor"].astype(float) * m
+    frame[f"{prefix}procedure"] = procedures
+    frame[f"{prefix}p_holm"] = adjusted[p_column]
+    frame[f"{prefix}p_equivalence_holm"] = adjusted[eq_column]
+    frame[f"{prefix}mde"] = mde
     frame[f"{prefix}verdict"] = pd.Series([
-        verdict(value, p, p_eq, alpha, lower_is_better, floor * m if not pd.isna(m) else np.nan)
-        for value, p, p_eq, floor, m in zip(frame[estimate], frame[f"{prefix}p_holm"],
-                                             frame[f"{prefix}p_equivalence_holm"], frame[f"{prefix}p_floor"], sizes)],
+        verdict(value, p, p_eq, alpha, lower_is_better, floor)
+        for value, p, p_eq, floor in zip(frame[estimate], frame[f"{prefix}p_holm"],
+                                         frame[f"{prefix}p_equivalence_holm"], floors)],
         index=frame.index, dtype=object)
     return frame
 
@@ -120,3 +157,18 @@ def per_seed_text(interval: Interval | None) -> str:
 def seed_values_text(seeds, values) -> str:
     """Per-seed values as the tables' CSVs hold them: "seed:value" separated by spaces."""
     return " ".join(f"{seed}:{value:.6g}" for seed, value in zip(seeds, values))
+
+
+def post_hoc_margins(tables: dict[str, pd.DataFrame]) -> dict[str, pd.DataFrame]:
+    """Every table with its ``equivalent`` verdicts read as :data:`POST_HOC`: for a run whose margins were set
+    after its data was seen; the equivalence p-values stay, so a reader sees the TOST and what it is worth."""
+    out = {}
+    for name, frame in tables.items():
+        columns = [c for c in frame.columns if c == "verdict" or c.endswith("_verdict")]
+        if columns:
+            frame = frame.copy()
+            for column in columns:
+                frame[column] = frame[column].where(frame[column] != EQUIVALENT, POST_HOC)
+        out[name] = frame
+    return out
+

@@ -1,0 +1,347 @@
+"""The comparison families a study declares, from its config alone, and whether each can reject at the
+study's seeds: the design check that ``validate`` runs before any job.
+
+Every comparison table (grpo_lambda.tables: ``paired``, ``results_by_variant``, ``learning_speed``,
+``factorial``, ``horizon``, ``control``) puts each comparison in a family, within which its p-values are adjusted for
+multiplicity (grpo_lambda.tables.verdicts). The rules that name the families live here, so the tables and
+the design check read one rule: :func:`paired_family`, :func:`factorial_family`, :func:`speed_family`,
+:func:`horizon_family`, and :func:`declared_families` lists every family of a config with its size m.
+
+A family is refused before any job when its test cannot reject whatever the seeds show. A seed-level
+family (one number per unit: a training-reward AUC gap, steps to a threshold; the exact sign-flip test,
+grpo_lambda.stats.seed_interval) has a smallest p of 2^(1−n) at n units; Holm's first step asks for
+p < α/m, so it can reject only when m · 2^(1−n) < α; the step-down max-T over joint sign flips
+(``report.multiplicity``, grpo_lambda.stats.max_t) only when 2^(1−n) < α, whatever m. A family of t tests
+(every accuracy comparison) has no such floor. One unit is no test at all: the tables give no p and no
+verdict, so nothing is refused. The units are the RL seeds, or the SFT models where the study declares
+several (``sft.seeds``): the RL seeds of one SFT model are not independent draws of the method's effect.
+
+A family the config declares descriptive (``report.descriptive``: the family keys of :data:`KEYS`) is
+published with its estimates and intervals and no adjusted p or verdict, and is never refused.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+from dataclasses import dataclass
+
+from grpo_lambda.config.settings import model_datasets, model_variants
+
+# Roles of a comparison (the tables' ``role`` column) and the names the tables give the benchmark average
+# and the mean over training sets (grpo_lambda.tables.keys holds the same two names).
+PRIMARY, EXPLORATORY, CHECK, IN_FACTORIAL = "primary", "exploratory", "check", "factorial"
+AVERAGE, ALL_DATASETS = "average", "all"
+HOLM, MAX_T, DESCRIPTIVE = "holm", "max_t", "descriptive"
+PROCEDURES = (HOLM, MAX_T)
+
+# The family keys report.descriptive and report.multiplicity name, each with the family names it covers,
+# whether its comparisons are seed-level (per-unit values: the sign-flip floor, max-T possible), and the
+# table that writes it. A check line's families (report.checks) are all "checks".
+KEYS = {
+    "primary": ("paired or factorial", False, "the study's primary family (report.primary)"),
+    "mean_accuracy": ("paired", False, "each line's gap per training set, where a model has several"),
+    "per_suite_accuracy": ("paired, factorial", False, "the gaps and effects on each benchmark"),
+    "gain_over_sft": ("results_by_variant", False, "each variant's gain over its SFT model, per benchmark"),
+    "simple_effects": ("factorial", False, "the 2 × 2's simple effects when they are not the primary family"),
+    "main_effects": ("factorial", False, "the 2 × 2's main effects"),
+    "interaction": ("factorial", False, "the 2 × 2's interaction"),
+    "reward_auc": ("learning_speed", True, "each line's training-reward AUC gap to the baseline"),
+    "steps_to_threshold": ("learning_speed", True, "each line's steps-to-threshold gap to the baseline"),
+    "reward_auc_simple_effects": ("factorial", True, "the 2 × 2's simple effects on the training-reward AUC"),
+    "reward_auc_main_effects": ("factorial", True, "the 2 × 2's main effects on the training-reward AUC"),
+    "reward_auc_interaction": ("factorial", True, "the 2 × 2's interaction on the training-reward AUC"),
+    "horizon_effects": ("horizon", False, "one pair's effect at each horizon"),
+    "trend": ("horizon", False, "the primary pairs' trends with ln(chain length)"),
+    "exploratory_trend": ("horizon", False, "the exploratory pairs' trends"),
+    "control": ("control", False, "a control study's effects and their contrast (report.control)"),
+    "checks": ("paired, learning_speed", True, "a check line's comparisons (report.checks), each alone"),
+}
+SEED_LEVEL_KEYS = tuple(key for key, (_, seed_level, _) in KEYS.items() if seed_level)
+
+REWARD_AUC, STEPS = "reward AUC", "steps to threshold"
+TREND, EXPLORATORY_TREND = "trend", "exploratory trend"
+FACTORIAL_REWARD_AUC = "reward_auc"
+SIMPLE, MAIN, INTERACTION = "simple", "main", "interaction"
+FACTORIAL_KINDS = {SIMPLE: 4, MAIN: 2, INTERACTION: 1}  # the 2 × 2's comparisons of each kind
+
+
+# --- the rules that name the families (the tables call these) ---------------------------------------------
+
+def simple_effect_pairs(options: dict) -> set[frozenset]:
+    """The pairs of variants whose difference is a simple effect of report.factorial (cells one factor apart)."""
+    design = options.get("factorial")
+    if not design:
+        return set()
+    cells = design["cells"]
+    return {frozenset((cells[a], cells[b])) for a in cells for b in cells
+            if sum(x != y for x, y in zip(a, b)) == 1}
+
+
+def paired_family(options: dict, variants: list[str], dataset: str, benchmark: str,
+                  several_sets: bool) -> tuple[str, str]:
+    """(role, family) of one row of the paired table (grpo_lambda.tables.paired): a check line's row is a
+    family of its own; a simple effect of the 2 × 2 is counted there when it is the primary family; the
+    mean accuracy's rows are the primary family (over all training sets where a model has several),
+    per-benchmark rows the per-suite family."""
+    if any(v in options["checks"] for v in variants):
+        return CHECK, f"check: {' '.join(variants)}"
+    if (options["primary"] == "factorial" and len(variants) == 1
+            and frozenset((variants[0], options["baseline"])) in simple_effect_pairs(options)):
+        return IN_FACTORIAL, ""
+    if benchmark != AVERAGE:
+        return EXPLORATORY, "per-suite accuracy"
+    if options["primary"] == "paired" and (dataset == ALL_DATASETS) == several_sets:
+        return PRIMARY, PRIMARY
+    return EXPLORATORY, "mean accuracy"
+
+
+def factorial_family(metric: str, benchmark: str, kind: str, primary: str) -> tuple[str, str]:
+    """(role, family) of one effect of the factorial table (grpo_lambda.tables.factorial)."""
+    if metric == FACTORIAL_REWARD_AUC:
+        return EXPLORATORY, {SIMPLE: "reward AUC simple effects", MAIN: "reward AUC main effects",
+                             INTERACTION: "reward AUC interaction"}[kind]
+    if benchmark != AVERAGE:
+        return EXPLORATORY, "per-suite accuracy"
+    if kind == SIMPLE:
+        return (PRIMARY, PRIMARY) if primary == "factorial" else (EXPLORATORY, "simple effects")
+    return EXPLORATORY, {MAIN: "main effects", INTERACTION: "interaction"}[kind]
+
+
+def speed_family(options: dict, config: dict, model: str, variant: str, statistic: str) -> str:
+    """The family of a line's learning-speed gap to the baseline (``statistic``: REWARD_AUC or STEPS): a
+    check line's own; a gap that is one of the 2 × 2's simple effects is counted in the factorial table's
+    reward AUC simple effects only (a comparison is counted once); else the statistic's family."""
+    if variant in options["checks"]:
+        return f"check: {variant}"
+    design = options.get("factorial")
+    if (statistic == REWARD_AUC and design and set(design["cells"].values()) <= set(model_variants(config, model))
+            and frozenset((variant, options["baseline"])) in simple_effect_pairs(options)):
+        return ""
+    return statistic
+
+
+def horizon_family(design: dict, pair: str, trend: bool) -> str:
+    """A horizon row's family: a pair's per-horizon effects are a family (named by the pair); the trends of
+    the primary pairs another, those of the exploratory pairs a third."""
+    if not trend:
+        return pair
+    return EXPLORATORY_TREND if design["pairs"][pair].get("exploratory", False) else TREND
+
+
+def key_of(table: str, name: str) -> str:
+    """The family key (:data:`KEYS`) of family ``name`` of ``table``."""
+    if name.startswith("check"):
+        return "checks"
+    if table == "results_by_variant":
+        return "gain_over_sft"
+    if table == "horizon" and name not in (TREND, EXPLORATORY_TREND):
+        return "horizon_effects"
+    return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
+
+
+def procedure(options: dict, table: str, name: str, seed_level: bool) -> str:
+    """How family ``name`` of ``table`` is adjusted: ``descriptive`` (no adjusted p, no verdict) where
+    report.descriptive names it, ``max_t`` where report.multiplicity does and its comparisons are
+    seed-level, else ``holm``."""
+    key = key_of(table, name)
+    if key in options.get("descriptive", ()):
+        return DESCRIPTIVE
+    return options.get("multiplicity", {}).get(key, HOLM) if seed_level else HOLM
+
+
+# --- the families a config declares ------------------------------------------------------------------------
+
+@dataclass(frozen=True)
+class Family:
+    """One declared family: the table and the family's name there (its ``column`` holds ``name``), the
+    model and training set it is in ("" for a horizon family, which spans them), its key, its size m, the
+    units n its tests have, whether they are seed-level, and the procedure that adjusts it."""
+
+    table: str
+    model: str
+    dataset: str
+    name: str
+    key: str
+    size: int
+    units: int
+    seed_level: bool
+    procedure: str
+    column: str = "family"
+    prefix: str = ""
+
+    @property
+    def metric(self) -> str:
+        """What the family's comparisons measure (the unit of an effect): ``accuracy``, ``reward_auc``,
+        ``steps`` (to the threshold) or ``slope`` (of a horizon trend, accuracy per unit ln length)."""
+        if self.prefix == "steps_":
+            return "steps"
+        if self.prefix == "auc_" or self.key.startswith("reward_auc"):
+            return "reward_auc"
+        return "slope" if self.key in ("trend", "exploratory_trend") else "accuracy"
+
+    @property
+    def label(self) -> str:
+        """The family as a reader names it (the tables' family name, with what a bare name leaves out)."""
+        if self.table == "results_by_variant":
+            return f"gain over SFT, {self.name}"
+        if self.table == "learning_speed" and self.key == "checks":
+            return f"{self.name}, {'reward AUC' if self.prefix == 'auc_' else 'steps to threshold'}"
+        if self.table == "horizon" and self.key == "horizon_effects":
+            return f"{self.name}: effect per horizon"
+        return self.name
+
+    def floor(self) -> float:
+        """The smallest p one test of the family can give: 2^(1−n) for a sign-flip test of n units (1 at one
+        unit, where there is no test), 0 for a t test."""
+        if not self.seed_level:
+            return 0.0
+        return 2.0 ** (1 - self.units) if self.units <= MAX_EXACT_UNITS else 0.0
+
+    def family_floor(self) -> float:
+        """The smallest adjusted p the family's procedure can give: m times the floor under Holm, the floor
+        under max-T."""
+        return self.floor() * (self.size if self.procedure == HOLM else 1)
+
+    def reachable(self, alpha: float) -> bool:
+        return self.procedure == DESCRIPTIVE or not self.seed_level or self.units < 2 or self.family_floor() < alpha
+
+    def units_needed(self, alpha: float, procedure: str | None = None) -> int:
+        """The fewest units at which the family's procedure (or ``procedure``) can reject: 2^(1−n)·m < α
+        under Holm, 2^(1−n) < α under max-T (2 for a t test)."""
+        if not self.seed_level:
+            return 2
+        m = self.size if (procedure or self.procedure) == HOLM else 1
+        return min(max(2, math.floor(1 + math.log2(m / alpha)) + 1), MAX_EXACT_UNITS + 1)
+
+
+MAX_EXACT_UNITS = 16  # grpo_lambda.stats.MAX_EXACT_SEEDS: beyond it the seed-level tests are t tests
+
+
+def units(config: dict) -> tuple[int, str]:
+    """The independent units the seed-level tests have: (n, what they are): the SFT models where the study
+    declares several (``sft.seeds``, the RL seeds split among them), else the RL seeds."""
+    sft_seeds = (config.get("sft") or {}).get("seeds") if isinstance(config.get("sft"), dict) else None
+    if sft_seeds:
+        return len(sft_seeds), "SFT models"
+    return len(config["seeds"]), "seeds"
+
+
+def _targets(config: dict) -> list[str]:
+    return [*config["benchmarks"], AVERAGE]
+
+
+def _pooled_grpo_lambda(config: dict, model: str, options: dict) -> list[str]:
+    """The GRPO-λ variants Table 1's GRPO-λ row pools for ``model`` (grpo_lambda.tables.labels.method_variants,
+    whose rule this repeats for the paired table's rows over all training sets)."""
+    variants = model_variants(config, model)
+    pooled = [v for v in variants if config["variants"][v]["objective"] == "grpo_lambda"]
+    choice = options["grpo_lambda_variant"][model]
+    if choice == "mean":
+        return pooled
+    if isinstance(choice, str):
+        return [choice] if choice in variants else []
+    defaults = {"style": "recent", "update": "trace", "form": "relative", "gamma": 1.0, "eps": 0.0}
+    chosen = [v for v in pooled if all(
+        (math.isclose(float(value), float(wanted), abs_tol=1e-9) if isinstance(value, (int, float))
+         and isinstance(wanted, (int, float)) else value == wanted)
+        for field, wanted in choice.items() for value in [{**defaults, **config["variants"][v]}.get(field)])]
+    return chosen or pooled
+
+
+def _paired_rows(config: dict, options: dict, model: str) -> list[tuple[str, tuple[str, str]]]:
+    """(dataset, (role, family)) of every row of the paired table of ``model`` with a test."""
+    baseline, datasets = options["baseline"], model_datasets(config, model)
+    several = len(datasets) > 1
+    variants = model_variants(config, model)
+    rows = [(dataset, paired_family(options, [v], dataset, target, several))
+            for dataset in datasets for v in variants if v != baseline for target in _targets(config)]
+    if several:  # Table 1's methods, keyed as method_variants keys them (a variant named grpo is the grpo row)
+        grpo_baseline = config["variants"][baseline]["objective"] == "grpo"
+        methods = {"grpo": [baseline] if grpo_baseline else [], "grpo_lambda": _pooled_grpo_lambda(config, model, options)}
+        methods.update({v: [v] for v in variants if config["variants"][v]["objective"] != "grpo_lambda"
+                        and not (grpo_baseline and v == baseline)})
+        rows += [(ALL_DATASETS, paired_family(options, pooled, ALL_DATASETS, target, True))
+                 for method, pooled in methods.items() if method != "grpo" and pooled and pooled != [baseline]
+                 for target in _targets(config)]
+    return rows
+
+
+def declared_families(config: dict, options: dict) -> list[Family]:
+    """Every family the comparison tables of ``config`` will hold once every cell has run, with its size
+    (``options``: grpo_lambda.config.report.report_options of the config)."""
+    n, _ = units(config)
+    counts: dict[tuple, int] = {}
+
+    def add(table, model, dataset, name, seed_level, column="family", prefix=""):
+        if name:
+            key = (table, model, dataset, name, seed_level, column, prefix)
+            counts[key] = counts.get(key, 0) + 1
+
+    baseline, design = options["baseline"], options.get("factorial")
+    for model in config["models"]:
+        variants, datasets = model_variants(config, model), model_datasets(config, model)
+        for dataset, (_, name) in _paired_rows(config, options, model):
+            add("paired", model, dataset, name, False)
+        for dataset in datasets:
+            for target in _targets(config):
+                for _ in variants:
+                    add("results_by_variant", model, dataset, target, False, "benchmark", "gain_")
+            for variant in variants:
+                if variant == baseline:
+                    continue
+                add("learning_speed", model, dataset, speed_family(options, config, model, variant, REWARD_AUC), True,
+                    "auc_family", "auc_")
+                add("learning_speed", model, dataset, speed_family(options, config, model, variant, STEPS), True,
+                    "steps_family", "steps_")
+            if design and set(design["cells"].values()) <= set(variants):
+                for kind, count in FACTORIAL_KINDS.items():
+                    for _ in range(count):
+                        for target in _targets(config):
+                            add("factorial", model, dataset, factorial_family("accuracy", target, kind,
+                                                                              options["primary"])[1], False)
+                        add("factorial", model, dataset,
+                            factorial_family(FACTORIAL_REWARD_AUC, "", kind, options["primary"])[1], True)
+        horizon = options.get("horizon")
+        if horizon:
+            for pair in horizon["pairs"]:
+                for _ in horizon["chains"]:
+                    add("horizon", model, "", horizon_family(horizon, pair, False), False)
+                for _ in range(2 if horizon.get("curvature") else 1):  # the trend, and its lack of fit
+                    add("horizon", model, "", horizon_family(horizon, pair, True), False)
+        control = options.get("control")
+        if control:
+            predicted = list(control["predicted"].values())
+            contrast = predicted.count("ahead") == 1 and predicted.count("behind") == 1
+            for _ in range(len(control["suites"]) + contrast):
+                add("control", model, "", "control", False)
+    return [Family(table, model, dataset, name, key_of(table, name), size, n, seed_level,
+                   procedure(options, table, name, seed_level), column, prefix)
+            for (table, model, dataset, name, seed_level, column, prefix), size in counts.items()]
+
+
+def refusal(family: Family, alpha: float, what: str) -> str:
+    """Why ``family`` cannot reject, and what would let it: the line validate refuses the config with."""
+    where = f"{family.model}/{family.dataset}" if family.dataset else family.model
+    floor, m = family.floor(), family.size
+    line = (f"report: the {family.name!r} family ({family.table}, {where}: {m} comparison{'s' if m != 1 else ''}) "
+            f"cannot reject at {family.units} {what}: the sign-flip test's smallest p is 2^(1−{family.units}) = "
+            f"{floor:.4g}")
+    if family.procedure == HOLM:
+        line += (f", and Holm's first step asks for p < {alpha:g}/{m} = {alpha / m:.4g} ({m} × {floor:.4g} = "
+                 f"{m * floor:.3g} ≥ {alpha:g}); it needs {family.units_needed(alpha)} {what}")
+        if m > 1:
+            line += (f", or {family.units_needed(alpha, MAX_T)} under report.multiplicity: "
+                     f"{{{family.key}: max_t}} (max-T over joint sign flips, floor 2^(1−n) whatever m)")
+    else:
+        line += f" ≥ {alpha:g} even under max-T; it needs {family.units_needed(alpha)} {what}"
+    return line + f"; or publish it without a verdict: report.descriptive: [{family.key}]"
+
+
+def check_families(config: dict, options: dict) -> None:
+    """Raise ValueError naming the first declared family that cannot reject at the study's units."""
+    alpha = 1 - float(options["level"])
+    _, what = units(config)
+    for family in declared_families(config, options):
+        if not family.reachable(alpha):
+            raise ValueError(refusal(family, alpha, what))

@@ -1,0 +1,44 @@
+"""``report.history``: what a study's earlier runs used and what was decided after their data was seen.
+
+A replicated finding needs draws no earlier run of the study saw: ``seeds_run_before`` names the RL seeds
+(``rl``) and SFT seeds (``sft``) of the study's earlier runs, and the config is refused when its own
+``seeds`` or SFT seeds (``sft.seeds``, or ``sft.seed``) reuse one. ``changed_after_data`` lists the
+design choices made after a run's data was seen (a horizon, a data size, a family, a margin), each with
+the commit that made it and what had been seen; the published run's page prints them beside what was
+declared before the run. ``margins_set_after_data: true`` says the equivalence margins were chosen after
+the run's data was seen: the tables then print no ``equivalent`` verdict (grpo_lambda.tables.verdicts.POST_HOC).
+"""
+
+from __future__ import annotations
+
+HISTORY_KEYS = ("seeds_run_before", "changed_after_data", "margins_set_after_data")
+CHANGE_KEYS = ("change", "commit", "seen")
+
+
+def history(config: dict, given) -> dict:
+    """``report.history`` checked against the config's seeds; a ValueError names the key and the seeds."""
+    if given is None:
+        return {"seeds_run_before": {"rl": [], "sft": []}, "changed_after_data": [], "margins_set_after_data": False}
+    if not isinstance(given, dict) or set(given) - set(HISTORY_KEYS):
+        raise ValueError(f"report.history must be a mapping of {list(HISTORY_KEYS)}, got {given!r}")
+    before = given.get("seeds_run_before") or {}
+    if not isinstance(before, dict) or set(before) - {"rl", "sft"} or not all(
+            isinstance(seeds, list) and all(isinstance(s, int) for s in seeds) for seeds in before.values()):
+        raise ValueError("report.history.seeds_run_before must be {rl: [seeds], sft: [seeds]}")
+    sft = config.get("sft", {})
+    own = {"rl": list(config["seeds"]), "sft": list(sft.get("seeds") or [sft.get("seed", 0)])}
+    for kind, label in (("rl", "seeds"), ("sft", "sft.seeds" if sft.get("seeds") else "sft.seed")):
+        reused = sorted(set(own[kind]) & set(before.get(kind, [])))
+        if reused:
+            raise ValueError(f"{label}: {reused} were run before in this study (report.history.seeds_run_before."
+                             f"{kind}); a run that confirms uses fresh seeds: choose seeds outside "
+                             f"{sorted(before[kind])}")
+    changes = given.get("changed_after_data") or []
+    if not isinstance(changes, list) or not all(
+            isinstance(c, dict) and set(c) <= set(CHANGE_KEYS) and c.get("change") for c in changes):
+        raise ValueError("report.history.changed_after_data must be a list of {change, commit, seen}")
+    after = given.get("margins_set_after_data", False)
+    if not isinstance(after, bool):
+        raise ValueError(f"report.history.margins_set_after_data must be true or false, got {after!r}")
+    return {"seeds_run_before": {"rl": list(before.get("rl", [])), "sft": list(before.get("sft", []))},
+            "changed_after_data": [dict(c) for c in changes], "margins_set_after_data": after}

@@ -1,0 +1,93 @@
+"""Generated blocks of a run's page that say what the study was and what it found beyond the comparison
+tables (grpo_lambda.tables.blocks holds those): ``control`` and ``control_finding`` (a control study's
+effects against their declared directions, report.control), ``history`` (which seeds were fresh, and what
+was decided after earlier data was seen, report.history)."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from grpo_lambda.config import sft_seeds
+from grpo_lambda.tables.blocks_text import interval, level, p_value, table
+from grpo_lambda.tables.labels import variant_label
+
+
+def control(config: dict, frame: pd.DataFrame | None) -> str:
+    if frame is None or frame.empty:
+        return "No control study (report.control) in this run.\n"
+    header = ["training set", "predicted", "SFT accuracy", "steps with signal", "baseline", "treatment",
+              "effect [95% CI]", "Holm p", "MDE", "verdict", "outcome"]
+    rows = []
+    for _, row in frame.iterrows():
+        if row["role"] == "contrast":
+            rows.append([f"**contrast** {row['dataset']}", row["predicted"], "", "", "", "",
+                         interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
+                         p_value(row["p_holm"]), level(row["mde"]), f"**{row['verdict'] or '–'}**",
+                         f"**{row['outcome']}**"])
+            continue
+        rows.append([row["dataset"], row["predicted"],
+                     interval(row["sft_accuracy"], row["sft_accuracy_low"], row["sft_accuracy_high"]),
+                     level(row["steps_with_signal"]),
+                     interval(row["baseline_accuracy"], row["baseline_accuracy_low"], row["baseline_accuracy_high"]),
+                     interval(row["treatment_accuracy"], row["treatment_accuracy_low"], row["treatment_accuracy_high"]),
+                     interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
+                     p_value(row["p_holm"]), level(row["mde"]), row["verdict"] or "–", row["outcome"]])
+    return table(header, rows)
+
+
+def control_finding(config: dict, frame: pd.DataFrame | None, options: dict) -> str:
+    """What the control shows, as sentences: each effect's outcome against its prediction, then what that
+    says of the instrument."""
+    if frame is None or frame.empty:
+        return "No control study (report.control) in this run.\n"
+    design = options["control"]
+    pair = f"{variant_label(config, design['pair']['treatment'])} − {variant_label(config, design['pair']['baseline'])}"
+    drawn = len(sft_seeds(config) or [None])
+    effects = frame[frame["role"] == "effect"]
+    seeds = int(effects["seeds"].min()) if len(effects) and effects["seeds"].notna().all() else 0
+    runs = f"{seeds} RL seeds" + (f" on {drawn} SFT models a training set" if drawn > 1 else " on one SFT model")
+    lines = []
+    for _, row in frame.iterrows():
+        name = f"the contrast {row['dataset']}" if row["role"] == "contrast" else row["dataset"]
+        effect = interval(row["estimate"], row["estimate_low"], row["estimate_high"], True)
+        lines.append(f"- **{name}** (predicted {row['predicted']}): {pair} {effect}, Holm p {p_value(row['p_holm'])}: "
+                     f"**{row['outcome']}**" + (f" at {runs}" if row["outcome"] == "not resolved" else "") + ".")
+    positive = effects[effects["predicted"] == "ahead"]
+    if len(positive) and (positive["outcome"] == "as predicted").all():
+        lines.append("  The instrument sees the trace's effect where its gradient says it must: a null elsewhere "
+                     "on this model and budget is not blindness of the instrument.")
+    elif len(positive):
+        lines.append("  The trace is not shown ahead even where its gradient says it must be: on this model and "
+                     "budget the instrument does not show a trace effect it should, so a null elsewhere says "
+                     "as much about the instrument as about the trace.")
+    return "\n".join(lines) + "\n"
+
+
+def history(config: dict, options: dict) -> str:
+    """The run's seeds against the study's earlier runs', and the design choices made after data was seen."""
+    record = options["history"]
+    before = record["seeds_run_before"]
+    drawn = sft_seeds(config) or [config.get("sft", {}).get("seed", 0)]
+    lines = [f"- RL seeds {_span(config['seeds'])}, SFT seeds {_span(drawn)}"
+             + (f"; the study's earlier runs used RL seeds {_span(before['rl'])} and SFT seeds "
+                f"{_span(before['sft'])}: none is reused here" if before["rl"] or before["sft"]
+                else "; no earlier run of this study")
+             + "."]
+    changes = record["changed_after_data"]
+    if changes:
+        lines.append("- Decided after data was seen:")
+        lines += [f"  - {c['change']}" + (f" (`{c['commit']}`)" if c.get("commit") else "")
+                  + (f"; seen: {c['seen']}" if c.get("seen") else "") for c in changes]
+    else:
+        lines.append("- Nothing in the design was changed after data was seen.")
+    return "\n".join(lines) + "\n"
+
+
+def _span(seeds: list[int]) -> str:
+    """Seeds as text: a run of consecutive numbers as "a–b"."""
+    seeds = sorted(seeds)
+    if not seeds:
+        return "none"
+    if seeds == list(range(seeds[0], seeds[-1] + 1)) and len(seeds) > 2:
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ", ".join(map(str, seeds))

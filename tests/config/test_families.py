@@ -1,0 +1,155 @@
+"""The design check (grpo_lambda.config.families, grpo_lambda.design): every comparison family the tables will
+declare, read from the config alone, equals what the tables hold; a family whose test cannot reject at the
+study's seeds is refused where jobs are about to run, naming the family, its size, the floor and the seeds it
+would need, unless the config declares it descriptive or gives it max-T; ``grpo-lambda design-check`` and,
+with a pilot run, the minimum detectable effect and the units an effect needs."""
+
+from __future__ import annotations
+
+import copy
+import math
+import subprocess
+import sys
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from grpo_lambda import config as study
+from grpo_lambda.config.families import declared_families
+from grpo_lambda.config.report import report_options
+from grpo_lambda.design import design_table, parse_effects, pilot_tables
+from grpo_lambda.stats import minimum_detectable_effect
+
+DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+COMPARE = ROOT / "config" / "compare.yaml"
+
+
+def test_every_shipped_config_passes_the_design_check():
+    for path in [*sorted((ROOT / "config").glob("*.yaml")), *sorted((ROOT / "tests" / "data").glob("*.yaml"))]:
+        study.check_design(study.load(path), str(path))
+
+
+def test_holm_over_18_sign_flip_tests_at_8_seeds_is_refused_naming_what_would_do():
+    """compare.yaml's reward AUC family under Holm: 18 × 2^(1−8) = 0.14 ≥ 0.05. The line names the family,
+    its size, the floor, the seeds Holm needs (10: 18 × 2^-9 = 0.035), those max-T needs (6) and the key
+    that publishes it without a verdict."""
+    config = study.load(COMPARE, ["report.multiplicity=holm"])
+    with pytest.raises(study.ConfigError) as refused:
+        study.check_design(config, "compare.yaml")
+    text = str(refused.value)
+    for part in ("'reward AUC' family", "18 comparisons", "at 8 seeds", "2^(1−8) = 0.007812", "0.05/18",
+                 "it needs 10 seeds", "or 6 under report.multiplicity: {reward_auc: max_t}",
+                 "report.descriptive: [reward_auc]"):
+        assert part in text, (part, text)
+    # as the config ships: max-T for both 18-line families, floor 2^(1−8) < 0.05
+    study.check_design(study.load(COMPARE), "compare.yaml")
+
+
+def test_the_default_study_declares_its_seed_level_families_descriptive_at_4_seeds():
+    """At 4 seeds a sign-flip test's p is at least 2^(1−4) = 0.125: even a family of one cannot reject;
+    max-T cannot either (its floor is the same); 6 seeds can."""
+    config = copy.deepcopy(DEFAULT)
+    study.check_design(study.validate(config))
+    del config["report"]["descriptive"]
+    with pytest.raises(study.ConfigError, match=r"'reward AUC' family .*1 comparison\) cannot reject at 4 seeds.*"
+                                                r"it needs 6 seeds; or publish it without a verdict"):
+        study.check_design(study.validate(config))
+    with pytest.raises(study.ConfigError, match=r"≥ 0.05 even under max-T; it needs 6 seeds"):
+        study.check_design(study.validate({**config, "report": {**config["report"], "multiplicity": "max_t"}}))
+    study.check_design(study.validate({**config, "seeds": list(range(6))}))
+    # one seed is no test at all (no p, no verdict): nothing to refuse
+    study.check_design(study.validate({**config, "seeds": [0]}))
+
+
+def test_the_units_are_the_sft_models_where_a_study_declares_several():
+    """Under sft.seeds the seed-level units are the SFT models: 12 RL seeds on 3 SFT models are 3 units."""
+    from grpo_lambda.config.families import units
+
+    config = {**copy.deepcopy(DEFAULT), "seeds": list(range(12))}
+    assert units(config) == (12, "seeds")
+    assert units({**config, "sft": {**config.get("sft", {}), "seeds": [0, 1, 2]}}) == (3, "SFT models")
+
+
+@pytest.mark.parametrize("report, message", [
+    ({"descriptive": ["reward_aucs"]}, r"report.descriptive: \['reward_aucs'\] are not family keys"),
+    ({"descriptive": "reward_auc"}, r"invalid value at 'report.descriptive'"),
+    ({"multiplicity": {"primary": "max_t"}}, r"report.multiplicity.primary: max_t needs one value per seed"),
+    ({"multiplicity": {"reward_auc": "bonferroni"}}, r"invalid value at 'report.multiplicity"),
+    ({"multiplicity": {"reward_aucs": "max_t"}}, r"report.multiplicity.reward_aucs: not a family key"),
+    ({"multiplicity": "sidak"}, r"invalid value at 'report.multiplicity'.*one of: holm, max_t"),
+])
+def test_bad_report_families_are_refused_naming_the_key(report, message):
+    config = copy.deepcopy(DEFAULT)
+    config["report"] = {**config["report"], **report}
+    with pytest.raises(study.ConfigError, match=message):
+        study.validate(config)
+
+
+@pytest.fixture(scope="module", params=["default-run", "clamp-trace-run", "horizon-run"])
+def published(request):
+    return request.param, pilot_tables(ROOT / "docs" / request.param)
+
+
+def test_the_declared_families_are_the_tables_families(published):
+    """From the config alone, each family's table, model, training set, name and size m, as the rebuilt
+    tables of a published run hold them (a 2 × 2, a horizon study with three training sets, a check-free
+    default): the design check and the tables read one rule."""
+    _, (config, tables) = published
+    options = report_options(config)
+    declared = {(f.table, f.model, f.dataset, f.column, f.name): f.size for f in declared_families(config, options)}
+    found = {}
+    for table, column in {(key[0], key[3]) for key in declared}:
+        frame = tables[table]
+        members = frame[frame[column].fillna("").astype(str) != ""]
+        if table == "results_by_variant":
+            members = members[members["gain"].notna()]  # the SFT model's own row has no gain
+        spans_datasets = table == "horizon"  # a horizon family holds every training set's effect
+        for key, rows in members.groupby(["model", column] if spans_datasets else ["model", "dataset", column]):
+            model, dataset, name = (key[0], "", key[1]) if spans_datasets else key
+            found[(table, model, dataset, column, name)] = len(rows)
+    assert found == declared
+
+
+def test_with_a_pilot_the_mde_is_the_tables_at_the_same_seeds_and_shrinks_as_one_over_root_n():
+    """config.yaml against its own published run (4 seeds): the primary family's MDE is the paired table's
+    (same se, df, m = 1); at 16 seeds se halves (√(4/16)) and the df scales by 15/3. The seeds an accuracy
+    gap of 0.03 needs are the fewest whose MDE is ≤ 0.03."""
+    config = study.load(ROOT / "config" / "config.yaml")
+    pilot = pilot_tables(ROOT / "docs" / "default-run")
+    row = design_table(config, pilot).set_index(["table", "family"]).loc[("paired", "primary")]
+    paired = pilot[1]["paired"]
+    primary = paired[paired["family"] == "primary"].iloc[0]
+    assert row["mde"] == pytest.approx(primary["mde"])
+    bigger = design_table({**config, "seeds": list(range(16))}, pilot, parse_effects(["0.03"]))
+    row = bigger.set_index(["table", "family"]).loc[("paired", "primary")]
+    by_hand = minimum_detectable_effect(primary["se"] / 2, primary["df"] * 15 / 3, 0.05)
+    assert row["mde"] == pytest.approx(by_hand)
+    needed = int(row["units_for_effect"])
+
+    def mde_at(n):
+        return minimum_detectable_effect(primary["se"] * math.sqrt(4 / n), primary["df"] * (n - 1) / 3, 0.05)
+    assert mde_at(needed) <= 0.03 < mde_at(needed - 1)
+    # the reward AUC family is descriptive at 4 seeds, and its effect is in its own metric
+    auc = bigger.set_index(["table", "family"]).loc[("learning_speed", "reward AUC")]
+    assert auc["metric"] == "reward_auc" and math.isnan(auc["units_for_effect"])
+    with pytest.raises(ValueError, match="not a metric"):
+        parse_effects(["auc=0.01"])
+
+
+def run_cli(*argv):
+    return subprocess.run([sys.executable, "-m", "grpo_lambda.cli", *argv], capture_output=True, text=True,
+                          cwd=ROOT, timeout=300)
+
+
+def test_design_check_prints_every_family_and_exits_1_when_one_cannot_reject():
+    done = run_cli("design-check", "--configfile", str(COMPARE), "--set", "report.multiplicity=holm")
+    assert done.returncode == 1, done.stderr
+    lines = [line for line in done.stdout.splitlines() if line.startswith("learning_speed")]
+    auc = next(line for line in lines if "| reward AUC " in line)
+    assert [cell.strip() for cell in auc.split("|")][3:9] == ["18", "8", "0.00781", "holm", "NO", "10"]
+    assert "cannot reject" in done.stdout
+    refused = run_cli("validate", "--config-only", "--configfile", str(COMPARE), "--set", "report.multiplicity=holm")
+    assert refused.returncode == 2 and "'reward AUC' family" in refused.stderr
+    shipped = run_cli("design-check", "--configfile", str(COMPARE))
+    assert shipped.returncode == 0 and "| max_t " in shipped.stdout

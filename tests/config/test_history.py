@@ -1,0 +1,70 @@
+"""report.history: a confirmatory run's seeds are fresh for its study, and the changes made after data was
+seen are kept with the config."""
+
+import copy
+
+import pytest
+import yaml
+
+from conftest import ROOT
+from grpo_lambda import config as study
+from grpo_lambda.config.report import report_options
+
+DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+
+
+def with_history(history: dict, **changes) -> dict:
+    config = copy.deepcopy(DEFAULT)
+    config.update(changes)
+    config["report"] = {**config.get("report", {}), "history": history}
+    return config
+
+
+def test_a_reused_rl_seed_is_refused_naming_it_and_the_earlier_seeds():
+    config = with_history({"seeds_run_before": {"rl": [3, 4, 5]}})
+    with pytest.raises(study.ConfigError, match=r"seeds: \[3\] were run before in this study .*outside \[3, 4, 5\]"):
+        study.validate(config)
+
+
+def test_a_reused_sft_seed_is_refused_whether_one_or_several():
+    with pytest.raises(study.ConfigError, match=r"sft\.seed: \[0\] were run before"):
+        study.validate(with_history({"seeds_run_before": {"sft": [0]}}, seeds=[10, 11]))
+    config = with_history({"seeds_run_before": {"sft": [0, 2]}}, seeds=[10, 11])
+    config["sft"] = {**{k: v for k, v in config["sft"].items() if k != "seed"}, "seeds": [1, 2]}
+    with pytest.raises(study.ConfigError, match=r"sft\.seeds: \[2\] were run before"):
+        study.validate(config)
+
+
+def test_fresh_seeds_pass_and_the_changes_are_kept_in_order():
+    changes = [{"change": "horizons 2, 3, 4, 6", "commit": "abc1234", "seen": "the first run"},
+               {"change": "a margin"}]
+    config = study.validate(with_history({"seeds_run_before": {"rl": [0, 1, 2, 3], "sft": [5]},
+                                          "changed_after_data": changes}, seeds=[4, 5, 6, 7]))
+    options = report_options(config)["history"]
+    assert options["seeds_run_before"] == {"rl": [0, 1, 2, 3], "sft": [5]}
+    assert options["changed_after_data"] == changes
+
+
+def test_the_shipped_replication_configs_use_seeds_their_study_never_ran():
+    for name in ("horizon-ii", "compare"):
+        config = study.load(ROOT / "config" / f"{name}.yaml")
+        before = report_options(config)["history"]["seeds_run_before"]
+        assert before["rl"] and not set(config["seeds"]) & set(before["rl"]), name
+        assert not set(config["sft"].get("seeds") or [config["sft"]["seed"]]) & set(before["sft"]), name
+
+
+def test_margins_set_after_the_data_print_no_equivalent_verdict():
+    import pandas as pd
+
+    from grpo_lambda.tables.verdicts import POST_HOC, post_hoc_margins
+
+    tables = {"paired": pd.DataFrame({"verdict": ["equivalent", "ahead", "not distinguishable"],
+                                      "auc_verdict": ["equivalent", "equivalent", "behind"],
+                                      "p_equivalence_holm": [0.001, 0.9, 0.5]}),
+              "results": pd.DataFrame({"accuracy": [0.5]})}
+    read = post_hoc_margins(tables)
+    assert list(read["paired"]["verdict"]) == [POST_HOC, "ahead", "not distinguishable"]
+    assert list(read["paired"]["auc_verdict"]) == [POST_HOC, POST_HOC, "behind"]
+    assert list(read["paired"]["p_equivalence_holm"]) == [0.001, 0.9, 0.5]  # the TOST stays, read for what it is
+    assert "equivalent" not in set(read["paired"]["verdict"]) and read["results"].equals(tables["results"])
+    assert report_options(study.load(ROOT / "config" / "clamp-trace.yaml"))["history"]["margins_set_after_data"]

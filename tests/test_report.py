@@ -1,0 +1,209 @@
+"""The report: its headline (Table 1, the primary verdicts, Figure 1 with its counts) from a published run's
+tables, what its captions say the numbers are over, the report after a partial run, and its first screen in
+headless Chromium (a 1400 × 900 viewport) holding the headline's numbers."""
+
+from __future__ import annotations
+
+import base64
+import html
+import json
+import re
+import shutil
+from pathlib import Path
+
+import pandas as pd
+import pytest
+import yaml
+
+from conftest import ROOT
+from grpo_lambda import headline, report_screen
+from grpo_lambda.captions import caption_counts
+from grpo_lambda.tables.build import rebuild
+from grpo_lambda.tables.names import table_formats
+from grpo_lambda.tables.write import write_table
+
+DEFAULT_RUN = ROOT / "docs" / "default-run" / "raw"
+CLAMP_TRACE_RUN = ROOT / "docs" / "clamp-trace-run" / "raw"
+PNG = b"\x89PNG\r\n\x1a\n a stand-in for Figure 1"
+needs_chromium = pytest.mark.skipif(report_screen.chromium() is None,
+                                    reason="no chromium on PATH (Debian: apt-get install chromium; .ci/run installs it)")
+
+
+def _level(value: float) -> str:
+    return f"{value:.3f}"
+
+
+def _p(value: float) -> str:
+    return "<0.001" if value < 0.001 else _level(value)
+
+
+def _signed(value: float) -> str:
+    return f"{value:+.3f}".replace("-", "−")
+
+
+def tables_of(raw: Path, folder: Path) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """A published run's config and the tables the headline reads, written as the aggregate stage writes
+    them and read back from their CSV files."""
+    config, tables = rebuild(raw)
+    for name in headline.TABLES:
+        write_table(tables[name], folder, name, table_formats(name))
+    return config, headline.read_tables(folder)
+
+
+def text_of(fragment: str) -> str:
+    return re.sub(r"\s+", " ", html.unescape(re.sub(r"<[^>]+>", " ", re.sub(r"<style>.*?</style>", "", fragment,
+                                                                              flags=re.S))))
+
+
+@pytest.fixture(scope="module")
+def default_run(tmp_path_factory):
+    config, tables = tables_of(DEFAULT_RUN, tmp_path_factory.mktemp("tables"))
+    return config, tables, headline.headline_html(config, tables, PNG)
+
+
+def test_the_headline_holds_table1_with_its_intervals(default_run):
+    config, tables, fragment = default_run
+    shown = text_of(fragment)
+    t1 = tables["table1"]
+    assert list(t1["label"]) == ["SFT", "GRPO", "recent/trace/0.99"]
+    for row in t1.to_dict("records"):
+        for target in ["average", *config["benchmarks"]]:
+            cell = f"{_level(row[target])} [{_level(row[target + '_low'])}, {_level(row[target + '_high'])}]"
+            assert cell in shown, (row["label"], target, cell)
+    # each row in the order of Table 1, its average first
+    order = [shown.index(f"{row['label']} {_level(row['average'])}") for row in t1.to_dict("records")]
+    assert order == sorted(order)
+
+
+def test_the_headline_states_the_primary_verdicts(default_run):
+    config, tables, fragment = default_run
+    shown = text_of(fragment)
+    paired = tables["paired"]
+    primary = paired[paired["family"] == "primary"]
+    assert len(primary) == 1  # config/config.yaml: report.primary paired, one line against GRPO
+    row = primary.iloc[0]
+    expected = (f"recent/trace/0.99 − GRPO: {_signed(row['diff'])} [{_signed(row['diff_low'])}, "
+                f"{_signed(row['diff_high'])}], Holm p {_p(row['p_holm'])} (of 1), TOST (±0.05) Holm p "
+                f"{_p(row['p_equivalence_holm'])}: {row['verdict']}")
+    assert expected in shown
+    # the per-suite rows are exploratory: not in the headline
+    assert all(f"{_signed(diff)} [" not in shown for diff in paired[paired["family"] != "primary"]["diff"])
+
+
+def test_the_headline_shows_figure1_with_what_it_is_over(default_run):
+    config, tables, fragment = default_run
+    encoded = re.search(r'<img alt="Figure 1" src="data:image/png;base64,([^"]+)"', fragment).group(1)
+    assert base64.b64decode(encoded) == PNG
+    caption = text_of(re.search(r"<figcaption>(.*?)</figcaption>", fragment, re.S).group(1))
+    seeds, sizes = len(config["seeds"]), {spec["n"] for spec in config["benchmarks"].values()}
+    assert seeds == 4 and sizes == {100}
+    assert (f"Bars: the mean over {seeds} RL seeds (SFT: one model), on {len(config['benchmarks'])} benchmarks of "
+            f"{sizes.pop()} problems each; error bars: the 95% interval over seeds and problems") in caption
+
+
+def test_the_counts_are_the_tables_not_the_configs(default_run, tmp_path):
+    """A study that asks for 4 seeds of which 3 were evaluated says 3."""
+    config, tables, _ = default_run
+    fewer = {**tables, "results_by_variant": tables["results_by_variant"].assign(n_seeds=3)}
+    assert "the mean over 3 RL seeds" in text_of(headline.headline_html(config, fewer, PNG))
+
+
+def test_the_headline_of_a_factorial_study_gives_its_simple_effects(tmp_path):
+    config, tables = tables_of(CLAMP_TRACE_RUN, tmp_path)
+    assert config["report"]["primary"] == "factorial"
+    shown = text_of(headline.headline_html(config, tables, PNG))
+    factorial = tables["factorial"]
+    primary = factorial[factorial["family"] == "primary"]
+    assert sorted(primary["kind"]) == ["simple"] * 4
+    for row in primary.to_dict("records"):
+        assert (f"{row['effect']}: {_signed(row['estimate'])} [{_signed(row['estimate_low'])}, "
+                f"{_signed(row['estimate_high'])}], Holm p") in shown
+        assert f"(of 4), TOST (±0.05) Holm p {_p(row['p_equivalence_holm'])}: {row['verdict']}" in shown
+    assert "Primary comparisons (the 2 × 2's simple effects" in shown
+
+
+def test_caption_counts_say_what_the_config_fixes():
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    counts = caption_counts(config)
+    assert counts["seeds"] == "4 RL seeds (0, 1, 2, 3)"
+    assert counts["problems"] == "5 benchmarks of 100 problems each"
+    assert counts["level"] == "95%" and "w = 1 − 1/(1 + n/50)" in counts["smoothing"]
+    mixed = {**config, "seeds": [7], "report": {"level": 0.9, "smoothing": 0.6},
+             "benchmarks": {"a": {"source": "file", "limit": 30}, "b": {"source": "synthetic", "n": 40}}}
+    counts = caption_counts(mixed)
+    assert counts["seeds"] == "1 RL seed (7)" and counts["level"] == "90%" and "weight 0.6" in counts["smoothing"]
+    assert counts["problems"] == "a: at most 30 problems; b: 40 problems"
+    hub = {**mixed, "benchmarks": {"aime24": {"source": "hub"}, "b": {"source": "synthetic", "n": 40}}}
+    assert caption_counts(hub)["problems"].startswith("every problem of each of the 2 benchmarks")
+
+
+def test_a_report_after_a_partial_run_says_what_is_missing(tmp_path):
+    """After one cell, `snakemake --report` writes a report of what exists; its front page and one line of its
+    output name what is not made yet and the rule that makes it; Snakemake's warning per missing file is gone."""
+    (tmp_path / "results").mkdir()
+    done = report_screen.write_report(ROOT / "Snakefile", tmp_path, ROOT / "config" / "config.yaml")
+    assert done.returncode == 0, done.stderr[-3000:]
+    assert "Missing metadata" not in done.stderr
+    said = [line for line in done.stderr.splitlines() if "Not made yet" in line]
+    assert said == ["The study is not finished; the report shows what exists. Not made yet: tables (rule aggregate, "
+                    "once every cell is evaluated; `grpo-lambda status` lists the cells); figures (rule figures); "
+                    "headline (rule headline)."]
+    page = (tmp_path / "results" / "report.html").read_text(encoding="utf-8")
+    description = text_of(json.loads(re.search(r"var workflow_desc = (.*);$", page, re.M).group(1)))
+    assert "This study is not finished: the report shows what exists. Not made yet: the tables (rule aggregate" \
+        in description
+    assert "the figures (rule figures" in description and "the headline (rule headline" in description
+
+
+@needs_chromium
+def test_the_probe_counts_only_what_is_on_the_screen_and_uncovered(tmp_path):
+    page = tmp_path / "page.html"
+    page.write_text("<html><body style='margin:0'><p>on screen</p><p style='margin-top:1200px'>below the screen</p>"
+                    "<p style='position:absolute;top:300px'>covered</p>"
+                    "<div style='position:fixed;top:280px;left:0;width:100%;height:60px;background:white'></div>"
+                    "</body></html>")
+    seen = report_screen.first_screen(page)
+    assert (seen["width"], seen["height"]) == (1400, 900)
+    assert [text.strip() for text in seen["texts"]] == ["on screen"]
+
+
+@pytest.mark.slow
+@needs_chromium
+def test_the_reports_first_screen_shows_the_headline(tmp_path):
+    """The report of the default run's published raw files (tables rebuilt, Figure 1 drawn, no training), as
+    Snakemake writes it, in Chromium at 1400 × 900: Table 1 with its intervals, the primary verdict and Figure 1
+    with its caption, whole and uncovered, before any scroll; the workflow's description below them."""
+    config = report_screen.published_tree(DEFAULT_RUN, tmp_path / "results")
+    made = report_screen.write_report(ROOT / "Snakefile", tmp_path, DEFAULT_RUN / "config.yaml")
+    assert made.returncode == 0, made.stderr[-3000:]
+    seen = report_screen.first_screen(tmp_path / "results" / "report.html")
+    texts = [text.strip() for text in seen["texts"]]
+    t1 = pd.read_csv(tmp_path / "results" / "tables" / "table1.csv")
+    for row in t1.to_dict("records"):
+        assert row["label"] in texts
+        for target in ["average", *config["benchmarks"]]:
+            assert _level(row[target]) in texts, (row["label"], target)
+            assert f"[{_level(row[target + '_low'])}, {_level(row[target + '_high'])}]" in texts
+    paired = pd.read_csv(tmp_path / "results" / "tables" / "paired.csv")
+    gap = paired[paired["family"] == "primary"].iloc[0]
+    assert any(text.startswith(f"recent/trace/0.99 − GRPO: {_signed(gap['diff'])}") for text in texts), texts
+    assert gap["verdict"] in texts
+    [figure] = [image for image in seen["images"] if image["alt"] == "Figure 1"]
+    assert figure["loaded"] and figure["shown"] and figure["right"] - figure["left"] > 600
+    assert any(text.startswith("Figure 1.") and "4 RL seeds" in text for text in texts)
+    assert not any(text.startswith("Every number can be traced") for text in texts)  # the description: below
+    # Figure 1's own caption in the report, as Snakemake renders it with the figures rule's counts
+    page = (tmp_path / "results" / "report.html").read_text(encoding="utf-8")
+    assert "the mean over 4 RL seeds (0, 1, 2, 3) of each variant" in page
+    assert "on 5 benchmarks of 100 problems each." in page
+    assert any(text.startswith("tiny trained on arith: 2 RL variants, 4 RL seeds each") for text in texts)
+    # Without the headline's style, Snakemake's layout centres the description in a 32rem column: its top is
+    # cut off above the screen (out of scroll's reach) and Figure 1 is drawn at a third of the width.
+    fragment = tmp_path / "results" / "report" / "headline.html"
+    fragment.write_text(re.sub(r"<style>.*?</style>", "", fragment.read_text(encoding="utf-8"), flags=re.S))
+    shutil.move(tmp_path / "results" / "report.html", tmp_path / "styled.html")
+    assert report_screen.write_report(ROOT / "Snakefile", tmp_path, DEFAULT_RUN / "config.yaml").returncode == 0
+    unstyled = report_screen.first_screen(tmp_path / "results" / "report.html")
+    assert not any(text.strip().startswith("tiny trained on arith") for text in unstyled["texts"])
+    [small] = [image for image in unstyled["images"] if image["alt"] == "Figure 1"]
+    assert small["right"] - small["left"] < 600
