@@ -203,7 +203,8 @@ def test_the_train_job_evaluates_its_final_model_as_the_evaluate_stage_does(run,
     benchmarks = [str(run / "results" / "bench" / f"{name}.jsonl") for name in config["benchmarks"]]
     evaluate.run(settings, model_path=str(cell / "model"), benchmark_paths=benchmarks, out_dir=str(tmp_path), seed=0)
     for name in config["benchmarks"]:
-        assert files.read_jsonl(tmp_path / f"{name}.jsonl") == files.read_jsonl(cell / "eval" / "final" / f"{name}.jsonl")
+        in_job = files.read_jsonl(cell / "eval" / "final" / f"{name}.jsonl")
+        assert files.read_jsonl(tmp_path / f"{name}.jsonl") == in_job
         apart, in_job = (json.loads(path.read_text()) for path in (tmp_path / f"{name}.json",
                                                                      cell / "eval" / "final" / f"{name}.json"))
         assert {key: value for key, value in apart.items() if key != "provenance"} == {

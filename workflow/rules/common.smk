@@ -236,8 +236,8 @@ EVALUATE_RULE_STEPS = r"\d+" if FINAL_EVALUATED_IN_TRAIN else r"final|\d+"
 def final_evaluation_outputs():
     if not FINAL_EVALUATED_IN_TRAIN:
         return []
-    return expand(f"{RESULTS}/{{{{model}}}}/{{{{dataset}}}}/{{{{variant}}}}/seed{{{{seed}}}}/eval/final/{{benchmark}}.{{ext}}",
-                  benchmark=BENCHMARKS, ext=["jsonl", "json"])
+    cell = f"{RESULTS}/{{{{model}}}}/{{{{dataset}}}}/{{{{variant}}}}/seed{{{{seed}}}}"
+    return expand(f"{cell}/eval/final/{{benchmark}}.{{ext}}", benchmark=BENCHMARKS, ext=["jsonl", "json"])
 
 
 def final_evaluation_inputs(w):
