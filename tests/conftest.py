@@ -1,8 +1,13 @@
+import contextlib
+import functools
+import io
 import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from pathlib import Path
+from typing import NamedTuple
 
 import pytest
 
@@ -13,6 +18,10 @@ E2E_CONFIG = ROOT / "tests" / "data" / "config-e2e.yaml"
 # Tests run the CLI as a user would; it must be the one of this interpreter's environment.
 os.environ["PATH"] = str(Path(sys.executable).parent) + os.pathsep + os.environ["PATH"]
 os.environ.setdefault("TOKENIZERS_PARALLELISM", "false")
+# Idle OpenMP threads sleep instead of spinning (set before torch loads its OpenMP runtime): on a machine
+# whose cores other work shares, torch's spinning threads took 40% more CPU on tests/test_trainer.py and ran
+# the suite's torch tests several times slower (benchmarks/README.md). Results do not change.
+os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
 
 
 def snakemake(*args, workdir: Path | None = None, configfiles=(), targets=(), check: bool = True, timeout: int = 1800,
@@ -29,6 +38,40 @@ def snakemake(*args, workdir: Path | None = None, configfiles=(), targets=(), ch
     if check:
         assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
     return result
+
+
+# The environment a cluster profile's plan needs (workflow/profiles/slurm reads both variables).
+CLUSTER_ENV = {"GRPO_LAMBDA_PARTITION": "gpu", "GRPO_LAMBDA_ACCOUNT": "myproject"}
+
+
+@functools.cache
+def _empty_hf_home() -> str:
+    return tempfile.mkdtemp(prefix="grpo-lambda-test-hf-")
+
+
+@functools.cache
+def planned(*words: str, cluster: bool = False) -> subprocess.CompletedProcess:
+    """A command (``snakemake -n ...`` as a user types it) run once per test session in the repository and its
+    result shared by every test that reads the same plan: planning the paper grid takes seconds, and several
+    tests read one plan. ``cluster``: with CLUSTER_ENV set and a session's own empty HF_HOME."""
+    env = {**os.environ, **CLUSTER_ENV, "HF_HOME": _empty_hf_home()} if cluster else None
+    return subprocess.run(list(words), cwd=ROOT, env=env, capture_output=True, text=True, timeout=600)
+
+
+def paper_plan() -> str:
+    """The paper grid's plan (``snakemake -n --configfile config/paper.yaml``), its job table and every job."""
+    result = planned(sys.executable, "-m", "snakemake", "-n", "--configfile", "config/paper.yaml")
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return result.stdout + result.stderr
+
+
+def paper_slurm_plan() -> str:
+    """The paper grid's plan through the SLURM profile, as docs/cluster.md's command (the profile prints each
+    job's shell command)."""
+    result = planned("snakemake", "-n", "--profile", "workflow/profiles/slurm", "--configfile", "config/paper.yaml",
+                     cluster=True)
+    assert result.returncode == 0, result.stdout[-4000:] + result.stderr[-4000:]
+    return result.stdout + result.stderr
 
 
 # ------------------------------------------------------------------------------------------------
@@ -74,6 +117,40 @@ def tiny_model_dir(tmp_path_factory):
     folder = tmp_path_factory.mktemp("tiny") / "model"
     tiny.build(str(folder), hidden_size=32, num_hidden_layers=2, num_attention_heads=2, intermediate_size=64)
     return folder
+
+
+class CliResult(NamedTuple):
+    returncode: int
+    stdout: str
+    stderr: str
+
+
+def run_main(*args, cwd: Path | str | None = None) -> CliResult:
+    """``grpo-lambda ARGS`` run in this process by ``grpo_lambda.cli.main``, as a test of the CLI's logic: its
+    exit status and what it printed (log lines go to pytest's log capture, not to ``stderr``). A test of the
+    command as a process (its entry point, its environment, signals) starts one instead (fixture ``cli``);
+    this saves the seconds each such process spends importing torch and transformers again."""
+    from grpo_lambda.cli import main
+
+    out, err = io.StringIO(), io.StringIO()
+    returncode = 0
+    threads = None
+    if "--threads" in map(str, args):  # the command sets this process's torch threads: the next test gets its own back
+        import torch
+
+        threads = torch.get_num_threads()
+    try:
+        with contextlib.chdir(cwd or os.getcwd()), contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            try:
+                main([str(arg) for arg in args])
+            except SystemExit as exit_info:
+                if isinstance(exit_info.code, str):
+                    print(exit_info.code, file=sys.stderr)
+                returncode = exit_info.code if isinstance(exit_info.code, int) else int(exit_info.code is not None)
+    finally:
+        if threads is not None:
+            sys.modules["torch"].set_num_threads(threads)
+    return CliResult(returncode, out.getvalue(), err.getvalue())
 
 
 @pytest.fixture(scope="session")

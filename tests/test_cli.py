@@ -1,15 +1,13 @@
 """grpo_lambda.cli: readable help, --version, and one-line errors for missing or wrong arguments."""
 
 import re
-import subprocess
-import sys
 
 import pytest
 
 from grpo_lambda import __version__
 from grpo_lambda.cli import parser
 
-from conftest import ROOT
+from conftest import ROOT, run_main
 
 CONFIG = str(ROOT / "config" / "config.yaml")
 
@@ -42,9 +40,8 @@ def test_version(capsys):
     assert capsys.readouterr().out.strip() == f"grpo-lambda {__version__}"
 
 
-def _run(*argv):
-    return subprocess.run([sys.executable, "-m", "grpo_lambda.cli", *argv], capture_output=True, text=True,
-                          timeout=120)
+TRAIN_CELL = ["--model", "tiny", "--dataset", "arith", "--variant", "grpo", "--base", "b", "--data", CONFIG,
+              "--cell", "c", "--seed", "0"]  # --data: any file that exists
 
 
 @pytest.mark.parametrize("argv, culprit", [
@@ -65,10 +62,12 @@ def _run(*argv):
     (["aggregate", "--out", "o"], "--settings JSON or --configfile"),
     (["figures", "--configfile", CONFIG, "--tables", "no-such-tables", "--out", "o"], "no-such-tables"),
     (["nonsense"], "nonsense"),
+    (["train", "--configfile", CONFIG, *TRAIN_CELL, "--bench", CONFIG], "--eval-dir DIR"),
+    (["train", "--configfile", CONFIG, *TRAIN_CELL, "--bench", "no-such.jsonl", "--eval-dir", "o"], "no-such.jsonl"),
+    (["train", "--settings", "{}", *TRAIN_CELL[6:], "--bench", CONFIG, "--eval-dir", "o"], "--evaluation JSON"),
 ])
-@pytest.mark.slow  # one CLI process per case (14 of them; 64-121 s each on a shared, loaded 2-core machine)
 def test_a_missing_or_wrong_argument_is_one_line_naming_it(argv, culprit):
-    result = _run(*argv)
+    result = run_main(*argv)  # the CLI's logic, in this process (an exception would fail the test here)
     assert result.returncode != 0
     assert "Traceback" not in result.stderr, result.stderr
     error_lines = [line for line in result.stderr.splitlines() if "error" in line]
@@ -80,6 +79,6 @@ def test_a_bad_config_is_named_in_one_line(tmp_path):
     text = (ROOT / "config" / "config.yaml").read_text()
     assert "max_steps: 25" in text
     bad.write_text(text.replace("max_steps: 25", "max_steps: zero"))
-    result = _run("status", "--configfile", str(bad))
+    result = run_main("status", "--configfile", bad)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "rl.max_steps" in result.stderr

@@ -1,9 +1,8 @@
 """grpo_lambda.completions: the groups kept from a generation batch, the files, the report table, the CLI."""
 
-import subprocess
 from collections import defaultdict, deque
 
-
+from conftest import run_main
 from grpo_lambda import completions, files
 
 
@@ -56,13 +55,13 @@ def test_the_report_table_shows_early_middle_and_late_steps(tmp_path):
     assert list(completions.report_table(two / "results", cells[:1])["phase"]) == ["early"] * 2 + ["late"] * 2
 
 
-def test_the_cli_prints_the_latest_or_a_chosen_step_and_names_a_missing_one(tmp_path, cli):
+def test_the_cli_prints_the_latest_or_a_chosen_step_and_names_a_missing_one(tmp_path):
     cell = _cell(tmp_path, [5, 10])
-    latest = subprocess.run([cli, "completions", str(cell), "--limit", "2"], capture_output=True, text=True)
+    latest = run_main("completions", cell, "--limit", "2")
     assert latest.returncode == 0, latest.stderr
     assert "s10-0" in latest.stdout and "s10-1" in latest.stdout and "s10-2" not in latest.stdout
     assert "s5-" not in latest.stdout
-    chosen = subprocess.run([cli, "completions", str(cell), "--step", "5"], capture_output=True, text=True)
+    chosen = run_main("completions", cell, "--step", "5")
     assert "s5-2" in chosen.stdout
-    missing = subprocess.run([cli, "completions", str(cell), "--step", "7"], capture_output=True, text=True)
+    missing = run_main("completions", cell, "--step", "7")
     assert missing.returncode == 2 and "no completions logged at step 7; logged: 5, 10" in missing.stderr

@@ -12,7 +12,7 @@ import yaml
 from grpo_lambda import config as study
 from grpo_lambda import environment
 
-from conftest import E2E_CONFIG
+from conftest import E2E_CONFIG, run_main
 
 
 @pytest.fixture
@@ -27,9 +27,9 @@ def write(tmp_path, config):
 
 
 @pytest.mark.skipif(importlib.util.find_spec("wandb") is not None, reason="wandb is installed here (setup extra)")
-def test_validate_refuses_wandb_where_it_is_not_installed_naming_the_extra(raw, tmp_path, cli):
+def test_validate_refuses_wandb_where_it_is_not_installed_naming_the_extra(raw, tmp_path):
     raw["rl"]["report_to"] = ["tensorboard", "wandb"]
-    done = subprocess.run([cli, "validate", "--configfile", str(write(tmp_path, raw))], capture_output=True, text=True, timeout=120)
+    done = run_main("validate", "--configfile", write(tmp_path, raw))
     assert done.returncode == 2
     assert "rl.report_to names wandb, which is not installed in this environment" in done.stderr
     assert "scripts/setup.sh cpu wandb" in done.stderr and "Traceback" not in done.stderr

@@ -2,14 +2,13 @@
 
 import collections
 import importlib.util
-import os
 import re
 import subprocess
 import sys
 
 import pytest
 
-from conftest import ROOT, snakemake
+from conftest import ROOT, paper_plan, paper_slurm_plan, snakemake
 from grpo_lambda import config as study
 
 
@@ -33,7 +32,7 @@ def planned_outputs(log: str) -> dict[str, list[str]]:
 
 @pytest.fixture(scope="module")
 def plan():
-    return planned_outputs(dry_run())
+    return planned_outputs(paper_plan())
 
 
 def test_the_paper_grid_has_92_rl_cells_and_460_final_evaluations(plan):
@@ -66,8 +65,7 @@ def test_the_7b_runs_use_lora_and_their_own_steps():
 @pytest.mark.skipif(importlib.util.find_spec("snakemake_executor_plugin_slurm") is None,
                     reason="the SLURM executor plugin is not installed")
 def test_the_slurm_profile_plans_the_grid_with_gpus_and_accelerate():
-    env = {**os.environ, "GRPO_LAMBDA_PARTITION": "gpu", "GRPO_LAMBDA_ACCOUNT": "study"}
-    log = dry_run("--profile", "workflow/profiles/slurm", "--printshellcmds", env=env)
+    log = paper_slurm_plan()  # the profile prints each job's shell command
     train_commands = [line for line in log.splitlines() if " train --settings" in line]
     assert len(train_commands) == 92
     assert all("accelerate launch" in line and "--num_processes 4" in line for line in train_commands)

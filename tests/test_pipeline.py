@@ -188,15 +188,51 @@ def _gold(run, dataset, prompt):
     return max((row for row in rows if row["problem"] in prompt), key=lambda row: len(row["problem"]))["answer"]
 
 
-def test_one_cell_is_rebuilt_alone(run):
-    target = "results/tiny/arith/grpo/seed0/eval/final/arith-2.json"
-    (run / target).unlink()
-    plan = snakemake(run, "-n", "--quiet", "rules", targets=[target]).stdout
-    jobs = {line.split()[0]: int(line.split()[1]) for line in plan.splitlines()
+def test_the_train_job_evaluates_its_final_model_as_the_evaluate_stage_does(run, tmp_path):
+    """With the hf backend a cell's final evaluation is written by its train job: the same files, sample for
+    sample, as the evaluate stage writes from the saved model in a process of its own."""
+    cell = run / "results" / "tiny" / "arith" / "recent-trace" / "seed0"
+    log = (run / "results" / "logs" / "train" / "tiny" / "arith" / "recent-trace" / "seed0.log").read_text()
+    assert "grpo_lambda.evaluate INFO" in log and not (run / "results" / "logs" / "evaluate" / "tiny" / "arith" /
+                                                        "recent-trace" / "seed0" / "final.log").exists()
+    from grpo_lambda import config as study
+    from grpo_lambda import evaluate
+
+    config = study.load(str(E2E_CONFIG))
+    settings = study.stage_settings(config, "evaluate", model="tiny", dataset="arith", variant="recent-trace")
+    benchmarks = [str(run / "results" / "bench" / f"{name}.jsonl") for name in config["benchmarks"]]
+    evaluate.run(settings, model_path=str(cell / "model"), benchmark_paths=benchmarks, out_dir=str(tmp_path), seed=0)
+    for name in config["benchmarks"]:
+        in_job = files.read_jsonl(cell / "eval" / "final" / f"{name}.jsonl")
+        assert files.read_jsonl(tmp_path / f"{name}.jsonl") == in_job
+        apart, in_job = (json.loads(path.read_text()) for path in (tmp_path / f"{name}.json",
+                                                                     cell / "eval" / "final" / f"{name}.json"))
+        assert {key: value for key, value in apart.items() if key != "provenance"} == {
+            key: value for key, value in in_job.items() if key != "provenance"}
+
+
+def _plan(run, *args, targets=()):
+    plan = snakemake(run, "-n", "--quiet", "rules", *args, targets=targets).stdout
+    return {line.split()[0]: int(line.split()[1]) for line in plan.splitlines()
             if len(line.split()) == 2 and line.split()[1].isdigit()}
-    assert jobs == {"evaluate": 1, "total": 1}
+
+
+def test_one_cell_is_rebuilt_alone(run):
+    """A deleted final evaluation is rebuilt by its cell's train job alone, which finds the cell trained (its
+    resume state) and evaluates: the model and its training log stay what they were."""
+    from conftest import largest_weight_change
+
+    cell = run / "results" / "tiny" / "arith" / "grpo" / "seed0"
+    target = "results/tiny/arith/grpo/seed0/eval/final/arith-2.json"
+    before = run / "model-before"
+    shutil.copytree(cell / "model", before)
+    train_log = (cell / "train_log.csv").read_text()
+    (run / target).unlink()
+    assert _plan(run, targets=[target]) == {"train": 1, "total": 1}
     snakemake(run, "--cores", "1", targets=[target])
     assert json.loads((run / target).read_text())["benchmark"] == "arith-2"
+    assert largest_weight_change(before, cell / "model") == 0 and (cell / "train_log.csv").read_text() == train_log
+    shutil.rmtree(before)
 
 
 def test_a_forced_train_that_fails_leaves_the_cell_to_be_rebuilt_not_nothing_to_be_done(run):
@@ -220,6 +256,30 @@ def test_a_forced_train_that_fails_leaves_the_cell_to_be_rebuilt_not_nothing_to_
     plan = snakemake(run, "-n", "--quiet", "rules").stdout
     jobs = {line.split()[0]: int(line.split()[1]) for line in plan.splitlines()
             if len(line.split()) == 2 and line.split()[1].isdigit()}
-    assert jobs.get("train") == 1 and jobs.get("evaluate") == 2 and jobs.get("aggregate") == 1, plan
+    # the train job evaluates the final model; the evaluate rule, the checkpoint at step 2
+    assert jobs.get("train") == 1 and jobs.get("evaluate") == 1 and jobs.get("aggregate") == 1, plan
     snakemake(run, "--cores", "2")
     assert (cell / "model").is_dir() and list((cell / "eval" / "final").glob("*.json"))
+
+
+def test_changed_evaluation_settings_evaluate_again_without_training_again(run):
+    """The evaluation's settings are the train rule's params: a change reruns every cell's train job (and the
+    other evaluations), each of which finds its cell trained and evaluates with the new settings."""
+    from grpo_lambda import config as study
+
+    config = study.load(str(E2E_CONFIG))
+    override = ("--config", "evaluation={max_new_tokens: 40}")
+    jobs = _plan(run, *override)
+    cells = study.rl_cells(config)
+    checkpoints = sum(len(study.model_checkpoints(config, cell["model"])) for cell in cells)
+    baselines = sum(len(study.model_datasets(config, model)) for model in config["models"])
+    assert (jobs["train"], jobs["evaluate"], jobs["evaluate_sft"]) == (len(cells), checkpoints, baselines), jobs
+    assert "sft" not in jobs and "sft_shared" not in jobs, jobs
+    cell = run / "results" / "tiny" / "arith" / "recent-trace" / "seed0"
+    train_log = (cell / "train_log.csv").read_text()
+    snakemake(run, "--cores", "1", *override, targets=[str(cell.relative_to(run) / "eval" / "final" / "arith-1.json")])
+    summary = json.loads((cell / "eval" / "final" / "arith-1.json").read_text())
+    assert summary["generation"]["max_new_tokens"] == 40
+    assert (cell / "train_log.csv").read_text() == train_log
+    log = (run / "results" / "logs" / "train" / "tiny" / "arith" / "recent-trace" / "seed0.log").read_text()
+    assert "already trained to step" in log

@@ -7,22 +7,33 @@ from pathlib import Path
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, run_main
 from grpo_lambda import preflight
 from grpo_lambda import config as study
 
 
 def run_cli(cli, tmp_path, *options, env=None):
+    """grpo-lambda preflight as a process of its own (the tests of its time and processor use)."""
     work = tmp_path / "work"
     result = subprocess.run([cli, "preflight", "--work", str(work), *options], capture_output=True, text=True,
                             cwd=ROOT, env=env, timeout=600)
-    lines = {line.split()[1]: line.split()[0] for line in result.stdout.splitlines()
-             if line.split() and line.split()[0] in ("ok", "fail", "skip")}
-    return result, lines, json.loads((work / "preflight.json").read_text())
+    return result, status_lines(result.stdout), json.loads((work / "preflight.json").read_text())
 
 
-def test_quick_preflight_on_a_cpu_runs_what_applies_and_names_what_it_skips(cli, tmp_path):
-    result, lines, record = run_cli(cli, tmp_path, "--cpu", "--quick")
+def run_preflight(tmp_path, *options):
+    """grpo-lambda preflight's logic, run in this process (conftest.run_main)."""
+    work = tmp_path / "work"
+    result = run_main("preflight", "--work", work, *options, cwd=ROOT)
+    return result, status_lines(result.stdout), json.loads((work / "preflight.json").read_text())
+
+
+def status_lines(stdout: str) -> dict:
+    return {line.split()[1]: line.split()[0] for line in stdout.splitlines()
+            if line.split() and line.split()[0] in ("ok", "fail", "skip")}
+
+
+def test_quick_preflight_on_a_cpu_runs_what_applies_and_names_what_it_skips(tmp_path):
+    result, lines, record = run_preflight(tmp_path, "--cpu", "--quick")
     assert result.returncode == 0, result.stdout + result.stderr
     assert lines == {"versions": "ok", "cuda": "skip", "bf16": "skip", "all-reduce": "ok", "hub": "ok", "disk": "ok",
                      "step-ratio": "skip", "study": "skip", "vllm-colocate": "skip"}
@@ -35,15 +46,15 @@ def test_quick_preflight_on_a_cpu_runs_what_applies_and_names_what_it_skips(cli,
     assert "no GPU" in checks["cuda"]["reason"]
 
 
-def test_without_cpu_a_machine_without_a_gpu_is_a_no_go(cli, tmp_path):
-    result, lines, record = run_cli(cli, tmp_path, "--quick", "--skip", "all-reduce")
+def test_without_cpu_a_machine_without_a_gpu_is_a_no_go(tmp_path):
+    result, lines, record = run_preflight(tmp_path, "--quick", "--skip", "all-reduce")
     assert result.returncode == 1
     assert lines["cuda"] == "fail" and record["verdict"] == "no-go"
     assert "pass --cpu" in next(check["reason"] for check in record["checks"] if check["name"] == "cuda")
 
 
-def test_an_unknown_check_is_named(cli, tmp_path):
-    result = subprocess.run([cli, "preflight", "--skip", "cudaa"], capture_output=True, text=True, cwd=ROOT)
+def test_an_unknown_check_is_named():
+    result = run_main("preflight", "--skip", "cudaa", cwd=ROOT)
     assert result.returncode == 2 and "--skip cudaa: no such check" in result.stderr
 
 
@@ -254,11 +265,11 @@ def test_ctrl_c_in_a_check_ends_it_failed_the_rest_skipped_and_the_record_kept(t
     assert record["interrupted"] and record["verdict"] == "no-go" and saved[-1] == record
 
 
-def test_plain_preflight_on_a_machine_without_a_gpu_is_a_no_go_within_a_minute_naming_cpu(cli, tmp_path):
+def test_plain_preflight_on_a_machine_without_a_gpu_is_a_no_go_within_a_minute_naming_cpu(tmp_path):
     import time
 
     start = time.monotonic()
-    result, lines, record = run_cli(cli, tmp_path)
+    result, lines, record = run_preflight(tmp_path)
     seconds = time.monotonic() - start
     assert result.returncode == 1, result.stdout + result.stderr
     assert seconds < 60, seconds

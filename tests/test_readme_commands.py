@@ -9,6 +9,8 @@ from pathlib import Path
 
 import pytest
 
+from conftest import CLUSTER_ENV, planned
+
 ROOT = Path(__file__).resolve().parents[1]
 README_MAX_LINES = 200
 # (file, sections whose bash blocks hold cluster commands)
@@ -21,7 +23,6 @@ LOCAL_SECTIONS = (("README.md", ("## Running parts of it",)),)
 # the Markdown whose relative links must reach a file: the README, docs/ and the folder READMEs it links
 LINKED_PAGES = ["README.md", *sorted(str(path.relative_to(ROOT)) for path in (ROOT / "docs").rglob("*.md")),
                 "benchmarks/README.md", "config/README.md"]
-CLUSTER_ENV = {"GRPO_LAMBDA_PARTITION": "gpu", "GRPO_LAMBDA_ACCOUNT": "myproject"}
 
 
 def section(text: str, title: str) -> str:
@@ -54,6 +55,14 @@ CLUSTER_COMMANDS = [command for commands in COMMANDS_BY_FILE.values() for comman
 COMMANDS = list(dict.fromkeys([*LOCAL_COMMANDS, *CLUSTER_COMMANDS]))
 
 
+def dry_run_words(command: str) -> tuple[str, ...]:
+    """The command's words with -n (a dry run) where it has none."""
+    words = shlex.split(command)
+    if "-n" not in words:
+        words.insert(1, "-n")
+    return tuple(words)
+
+
 @pytest.mark.parametrize("name", list(COMMANDS_BY_FILE))
 def test_the_cluster_sections_hold_slurm_commands(name):
     assert len([c for c in COMMANDS_BY_FILE[name] if "workflow/profiles/slurm" in c]) >= 3, name
@@ -71,12 +80,10 @@ def test_the_readme_shows_how_to_run_one_cell_and_one_table():
 
 
 @pytest.mark.parametrize("command", COMMANDS)
-def test_documented_command_dry_runs(command, tmp_path):
-    words = shlex.split(command)
-    if "-n" not in words:
-        words.insert(1, "-n")
-    env = {**os.environ, **CLUSTER_ENV, "HF_HOME": str(tmp_path / "hf")}
-    done = subprocess.run(words, cwd=ROOT, env=env, capture_output=True, text=True, timeout=300)
+def test_documented_command_dry_runs(command):
+    # planned once per session: the same plan (the cluster page's) is read by tests/test_paper_grid.py, and
+    # a command that becomes another one with -n (the grid's run and its plan) is planned once
+    done = planned(*dry_run_words(command), cluster=True)
     assert done.returncode == 0, f"{command}\n{done.stdout[-2000:]}\n{done.stderr[-3000:]}"
     assert "This was a dry-run" in done.stdout + done.stderr
 

@@ -1,13 +1,11 @@
 """The self-distilled SFT set: selection, counts, the empty-set error, and its place in the config and DAG."""
 
 import json
-import subprocess
-import sys
 
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, paper_plan, run_main
 from grpo_lambda import config as study
 from grpo_lambda import files, sft_data
 from grpo_lambda.generation import Completions
@@ -90,15 +88,14 @@ def test_an_empty_set_is_an_error_naming_the_counts(tmp_path, tiny_model_dir, mo
     assert json.loads((tmp_path / "data.json").read_text())["correct"] == 0
 
 
-def test_the_cli_samples_with_the_tiny_model(tmp_path, tiny_model_dir, cli):
-    """The real hf sampling path end to end: an untrained model solves nothing, and says so."""
+def test_the_cli_samples_with_the_tiny_model(tmp_path, tiny_model_dir):
+    """The real hf sampling path end to end, from the command's arguments: an untrained model solves nothing,
+    and says so."""
     files.write_jsonl(tmp_path / "train.jsonl", ROWS)
     settings = _settings(samples=2, max_new_tokens=8, batch_size=8)
-    result = subprocess.run([cli, "prepare-sft", "--settings", json.dumps(settings), "--base", str(tiny_model_dir),
-                             "--data", str(tmp_path / "train.jsonl"), "--out", str(tmp_path / "data.jsonl"),
-                             "--threads", "1"], capture_output=True, text=True, timeout=600)
-    assert result.returncode != 0
-    assert "3 problems, 6 samples, 0 correct" in result.stderr
+    with pytest.raises(ValueError, match=r"3 problems, 6 samples, 0 correct"):
+        run_main("prepare-sft", "--settings", json.dumps(settings), "--base", tiny_model_dir,
+                 "--data", tmp_path / "train.jsonl", "--out", tmp_path / "data.jsonl", "--threads", "1")
     counts = json.loads((tmp_path / "data.json").read_text())
     assert counts["samples"] == 6 and counts["sampling"]["max_new_tokens"] == 8
 
@@ -135,11 +132,8 @@ def test_a_model_overrides_the_sft_data_source(tmp_path):
 
 
 def test_the_paper_plan_has_sft_data_sft_rl_and_evaluation_for_every_model():
-    result = subprocess.run([sys.executable, "-m", "snakemake", "-n", "--quiet", "rules", "--snakefile",
-                             str(ROOT / "Snakefile"), "--directory", str(ROOT), "--configfile",
-                             str(ROOT / "config" / "paper.yaml")], capture_output=True, text=True, timeout=600)
-    assert result.returncode == 0, result.stderr[-3000:]
-    jobs = {line.split()[0]: int(line.split()[1]) for line in result.stdout.splitlines()
+    table = paper_plan().split("Job stats:", 1)[1].split("\n\n", 1)[0]  # the plan's job count per rule
+    jobs = {line.split()[0]: int(line.split()[1]) for line in table.splitlines()
             if len(line.split()) == 2 and line.split()[1].isdigit()}
     config = study.load(ROOT / "config" / "paper.yaml")
     pairs = sum(len(study.model_datasets(config, model)) for model in config["models"])

@@ -12,7 +12,7 @@ from grpo_lambda import config as config_module
 from grpo_lambda.status import format_status, grid_status
 from grpo_lambda.train import LOG_COLUMNS, write_train_log
 
-from conftest import ROOT
+from conftest import ROOT, run_main
 
 CONFIG = ROOT / "config" / "config.yaml"
 
@@ -106,16 +106,18 @@ def test_cli_status_json_and_text(study, tmp_path):
 
     config_file.write_text(yaml.safe_dump(study))
     _train_log(study, "grpo", 1, 5)
-    command = [sys.executable, "-m", "grpo_lambda.cli", "status", "--configfile", str(config_file)]
-    result = subprocess.run(command + ["--json"], capture_output=True, text=True, timeout=120, check=True)
+    command = ["status", "--configfile", config_file]
+    result = run_main(*command, "--json")
+    assert result.returncode == 0, result.stderr
     report = json.loads(result.stdout)
     assert _by_name(report)["tiny/arith/grpo/seed1"]["state"] == "running"
-    text = subprocess.run(command, capture_output=True, text=True, timeout=120, check=True).stdout
-    assert "tiny/arith/grpo/seed1" in text and "1 running" in text
+    text = run_main(*command)
+    assert text.returncode == 0, text.stderr
+    assert "tiny/arith/grpo/seed1" in text.stdout and "1 running" in text.stdout
     # A failed cell: exit status 1, and standard error names it (with --json too, for scripts).
     _log(study, "recent-trace-0.99", 2, "step 3\ntorch.OutOfMemoryError: CUDA out of memory\n")
     for extra in ([], ["--json"]):
-        failed = subprocess.run(command + extra, capture_output=True, text=True, timeout=120)
+        failed = run_main(*command, *extra)
         assert failed.returncode == 1, failed.stderr
         assert failed.stderr.strip() == "grpo-lambda status: 1 failed: tiny/arith/recent-trace-0.99/seed2"
     assert "1 failed" in failed.stdout or '"failed": 1' in failed.stdout
@@ -270,8 +272,7 @@ def _status_cli(study, tmp_path, *extra, cwd=None):
 
     config_file = tmp_path / "config.yaml"
     config_file.write_text(yaml.safe_dump(study))
-    return subprocess.run([sys.executable, "-m", "grpo_lambda.cli", "status", "--configfile", str(config_file), *extra],
-                          capture_output=True, text=True, timeout=120, cwd=cwd)
+    return run_main("status", "--configfile", config_file, *extra, cwd=cwd)
 
 
 def test_a_killed_cell_exits_non_zero_naming_it(study, tmp_path):
@@ -318,10 +319,8 @@ def test_a_failed_cell_of_an_overlay_the_config_lacks_is_shown_and_fails_the_sta
 
 
 def test_status_without_a_config_warns_that_it_shows_the_default_study(tmp_path):
-    done = subprocess.run([sys.executable, "-m", "grpo_lambda.cli", "status", "--results", str(tmp_path / "results")],
-                          capture_output=True, text=True, timeout=120, cwd=ROOT)
+    done = run_main("status", "--results", tmp_path / "results", cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stderr.startswith("grpo-lambda status: no --configfile given: showing config/config.yaml's cells")
-    given = subprocess.run([sys.executable, "-m", "grpo_lambda.cli", "status", "--configfile", "config/config.yaml",
-                            "--results", str(tmp_path / "results")], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    given = run_main("status", "--configfile", "config/config.yaml", "--results", tmp_path / "results", cwd=ROOT)
     assert "no --configfile given" not in given.stderr

@@ -269,9 +269,42 @@ def cmd_train(args) -> None:
 
     settings = _settings(args, "train", model=args.model, dataset=args.dataset, variant=args.variant)
     _require_files(data=args.data)
+    evaluation = _final_evaluation(args)
     _threads(args)
-    train.run(settings, base=_model_folder(args.base, settings), data_path=args.data, cell_dir=args.cell,
-              seed=args.seed)
+    main_process = train.run(settings, base=_model_folder(args.base, settings), data_path=args.data,
+                             cell_dir=args.cell, seed=args.seed)
+    if evaluation and main_process:
+        # The final model as the evaluate stage reads it (from the saved folder), in the process that trained
+        # it: the job pays its start and imports once. Called here, not in train.py, so that evaluation code
+        # stays out of the training fingerprint (a change to it never retrains a cell).
+        import gc
+
+        from grpo_lambda import evaluate
+
+        gc.collect()  # the trainer, its optimizer state and reference model go before the model loads again
+        evaluate.run(evaluation["settings"], model_path=os.path.join(args.cell, "model"),
+                     benchmark_paths=evaluation["benchmarks"], out_dir=evaluation["out_dir"], seed=args.seed,
+                     step="final")
+
+
+def _final_evaluation(args) -> dict | None:
+    """train --bench: the final model's evaluation, done by the job that trained it (the evaluate stage's
+    settings: --evaluation JSON beside --settings, else the config's), or None."""
+    given = [name for name in ("evaluation", "bench", "eval_dir") if getattr(args, name)]
+    if not given:
+        return None
+    if not args.bench or not args.eval_dir:
+        raise UsageError("evaluating the final model needs both --bench FILE ... and --eval-dir DIR")
+    _require_files(bench=args.bench)
+    if args.settings:
+        if not args.evaluation:
+            raise UsageError("with --settings, --bench needs --evaluation JSON (the evaluate stage's settings)")
+        evaluation = _json_settings(args.evaluation)
+    else:
+        if args.evaluation:
+            raise UsageError("--evaluation JSON goes with --settings; with --configfile the config's is read")
+        evaluation = _settings(args, "evaluate", model=args.model, dataset=args.dataset, variant=args.variant)
+    return {"settings": evaluation, "benchmarks": args.bench, "out_dir": args.eval_dir}
 
 
 def cmd_evaluate(args) -> None:
@@ -550,6 +583,12 @@ def parser() -> argparse.ArgumentParser:
                      help="the cell's folder: results/<model>/<dataset>/<variant>/seed<seed>")
     sub.add_argument("--seed", type=_non_negative_int, required=True, metavar="N", help="the cell's training seed")
     sub.add_argument("--threads", type=_positive_int, metavar="N", help=THREADS_HELP)
+    sub.add_argument("--bench", nargs="+", metavar="FILE",
+                     help="then evaluate the final model on these benchmark JSONL files, in this job (as the evaluate "
+                          "stage does, from the saved model)")
+    sub.add_argument("--eval-dir", metavar="DIR", help="with --bench: gets <benchmark>.jsonl and <benchmark>.json")
+    sub.add_argument("--evaluation", metavar="JSON",
+                     help="with --bench and --settings: the evaluate stage's settings as JSON (what the rule passes)")
 
     sub = stage("evaluate", cmd_evaluate, "evaluate one checkpoint on benchmarks", ["model", "dataset", "variant"])
     sub.add_argument("--checkpoint", required=True, metavar="DIR", help="folder of the model to evaluate")
@@ -613,6 +652,10 @@ def parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> None:
+    # Idle OpenMP threads sleep instead of spinning: read when torch loads (every stage imports it later, in
+    # its handler). Where other work shares the cores, an SFT step on 2 spinning threads took 7x as long as on
+    # 1; sleeping, about as long as on 1 (benchmarks/README.md). The numbers a job computes do not change.
+    os.environ.setdefault("OMP_WAIT_POLICY", "PASSIVE")
     logging.basicConfig(level=logging.INFO, format="%(asctime)s %(name)s %(levelname)s: %(message)s")
     argv = sys.argv[1:] if argv is None else list(argv)
     if argv[:1] == ["plan"] and argv[1:2] not in (["-h"], ["--help"]):

@@ -14,8 +14,6 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pandas as pd
-
 from grpo_lambda import files
 
 FOLDER = "completions"
@@ -57,6 +55,8 @@ def _text(value) -> str:
 
 def read_cell(cell_dir: str | os.PathLike) -> pd.DataFrame:
     """Every logged completion of a cell, in step order (an empty frame when none was logged)."""
+    import pandas as pd  # here, not at the top: the train job writes completions and never reads them
+
     paths = sorted(Path(cell_dir, FOLDER).glob("step-*.jsonl"))
     rows = [row for path in paths for row in files.read_jsonl(path)]
     return pd.DataFrame(rows, columns=COLUMNS)
@@ -65,6 +65,8 @@ def read_cell(cell_dir: str | os.PathLike) -> pd.DataFrame:
 def report_table(results_dir: str | os.PathLike, cells: list[dict], *, per_phase: int = 2) -> pd.DataFrame:
     """For each cell, ``per_phase`` completions of its first, middle and last logged step, with the
     prompt they answer, their reward and advantage."""
+    import pandas as pd
+
     parts = []
     for cell in cells:
         folder = Path(results_dir) / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"

@@ -17,7 +17,6 @@ from grpo_lambda.data.prompts import prompt_text
 from grpo_lambda.generation import generate
 from grpo_lambda.models import load_tokenizer
 from grpo_lambda.grading import grade_many_details
-from grpo_lambda.stats import majority_correct, pass_at_k
 
 log = logging.getLogger(__name__)
 
@@ -43,6 +42,8 @@ def _summary(greedy: list[dict], sampled: list[dict], k: int, n: int) -> dict:
                        formatted=statistics.fmean(s["formatted"] for s in greedy),
                        mean_length=statistics.fmean(s["length"] for s in greedy))
     if k:
+        from grpo_lambda.stats import majority_correct, pass_at_k  # pandas and scipy: only for sampled figures
+
         by_problem: dict[str, list[dict]] = {}
         for sample in sampled:
             by_problem.setdefault(sample["id"], []).append(sample)

@@ -126,9 +126,14 @@ def split_gpus(visible: str | None, count: int, server_gpus: int) -> tuple[str, 
     return ",".join(devices[:-server_gpus]), ",".join(devices[-server_gpus:])
 
 
-def wait_until_healthy(url: str, process: subprocess.Popen, *, timeout: float, interval: float = 2.0) -> float:
-    """Poll ``url`` (the server's /health) until it answers 200; the seconds it took. Raises when the
-    server process exits first or the time runs out, naming the log to read."""
+# Seconds between health checks of a starting server: a real one takes minutes to load its model.
+HEALTH_POLL_SECONDS = 2.0
+
+
+def wait_until_healthy(url: str, process: subprocess.Popen, *, timeout: float, interval: float | None = None) -> float:
+    """Poll ``url`` (the server's /health) every ``interval`` seconds (HEALTH_POLL_SECONDS) until it answers 200;
+    the seconds it took. Raises when the server process exits first or the time runs out, naming the log to read."""
+    interval = HEALTH_POLL_SECONDS if interval is None else interval
     start = time.monotonic()
     while True:
         if process.poll() is not None:
@@ -232,11 +237,14 @@ def serve_and_run(stage_words: list[str], environ: dict, *, timeout: float = 900
         raise RuntimeError("--vllm-server wraps a train stage: its words must hold --base and --settings")
     rl = json.loads(settings).get("rl", {})
     server_gpus = int(environ.get(SERVER_GPUS_VARIABLE, "1"))
-    import torch
-
     visible = environ.get("CUDA_VISIBLE_DEVICES")
-    stage_devices, server_devices = split_gpus(visible, torch.cuda.device_count() if visible is None else 0,
-                                               server_gpus)
+    if visible is None:  # torch only to count the GPUs: SLURM names them, and the launcher then imports none
+        import torch
+
+        count = torch.cuda.device_count()
+    else:
+        count = 0
+    stage_devices, server_devices = split_gpus(visible, count, server_gpus)
     job = int(environ.get("SLURM_JOB_ID", os.getpid()))
     port, group_port = SERVER_PORT_BASE + job % 20000, GROUP_PORT_BASE + job % 20000
     command = serve_command(base, port=port, gpus=server_gpus,

@@ -8,8 +8,6 @@ import sys
 import time
 from collections.abc import Iterable, Iterator
 
-from transformers import TrainerCallback
-
 log = logging.getLogger(__name__)
 
 # A job log gets one line each time a loop crosses another such share of its total.
@@ -41,9 +39,11 @@ def track(items: Iterable, *, total: int, description: str, unit: str = "it") ->
                 next_share += LINE_EVERY
 
 
-class ProgressLines(TrainerCallback):
+class ProgressLines:
     """In a job log, instead of a progress bar: one line per LINE_EVERY of max_steps with the step,
-    the last reward or loss, the speed and the time left."""
+    the last reward or loss, the speed and the time left. A trainer callback once ``quiet_trainer_output``
+    mixes it into transformers' ``TrainerCallback`` (imported there: an evaluation job's ``track`` needs
+    no trainer stack, whose import costs seconds)."""
 
     def __init__(self, description: str):
         self.description, self.next_share, self.start, self.first_step = description, LINE_EVERY, None, 0
@@ -129,8 +129,11 @@ def quiet_trainer_output(trainer, description: str) -> None:
     """Outside a terminal, replace the trainer's bar (or its dict per step) with ProgressLines."""
     if interactive():
         return
-    from transformers.trainer_callback import PrinterCallback, ProgressCallback
+    from transformers.trainer_callback import PrinterCallback, ProgressCallback, TrainerCallback
+
+    class ProgressLinesCallback(ProgressLines, TrainerCallback):
+        pass
 
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
-    trainer.add_callback(ProgressLines(description))
+    trainer.add_callback(ProgressLinesCallback(description))

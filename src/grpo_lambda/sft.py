@@ -52,6 +52,49 @@ def sft_dataset(rows: list[dict], tokenizer, template: str, *, system_prompt: st
     ])
 
 
+def build_config(settings: dict, *, output_dir: str):
+    """TRL's SFTConfig of the stage's settings (every default here yields to the sft: keys)."""
+    from trl import SFTConfig
+
+    from grpo_lambda import progress
+    from grpo_lambda.train import default_report_to
+
+    options = settings["sft"]
+    padding_free = options.get("padding_free", False)
+    return SFTConfig(
+        output_dir=output_dir,
+        num_train_epochs=options.get("num_train_epochs", 1),
+        learning_rate=options.get("learning_rate", 2e-5),
+        per_device_train_batch_size=options.get("per_device_train_batch_size", 8),
+        gradient_accumulation_steps=options.get("gradient_accumulation_steps", 1),
+        lr_scheduler_type=options.get("lr_scheduler_type", "cosine"),
+        warmup_steps=options.get("warmup_steps", 0),
+        # TRL does not cut a padding-free batch's examples to max_length: sft_dataset refuses longer ones
+        max_length=None if padding_free else options.get("max_length", 4096),
+        padding_free=padding_free,
+        train_sampling_strategy=options.get("train_sampling_strategy", "random"),
+        completion_only_loss=True,  # prompt/completion pairs; conversations have no prompt part
+        packing=options.get("packing", False),
+        seed=options.get("seed", 0),
+        logging_steps=10,
+        save_strategy="no",
+        report_to=options.get("report_to") or default_report_to(),
+        run_name="/".join(part for part in (settings["model"]["name"], settings["dataset"], "sft") if part),
+        disable_tqdm=not progress.interactive(),  # a job log gets ProgressLines instead
+        **trainer_hardware_kwargs(options),
+    )
+
+
+def _check_lengths(dataset, max_length: int) -> None:
+    """A padding-free batch is not cut to max_length (TRL): an example longer than it is an error, not trained on."""
+    lengths = [len(ids) for ids in dataset["input_ids"]]
+    longer = sum(length > max_length for length in lengths)
+    if longer:
+        raise ValueError(f"sft.padding_free: {longer} of {len(lengths)} examples are longer than sft.max_length "
+                         f"{max_length} tokens (the longest {max(lengths)}), and a padding-free batch is not cut; "
+                         "raise sft.max_length or turn sft.padding_free off")
+
+
 def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
     from transformers import AutoModelForCausalLM
 
@@ -73,39 +116,23 @@ def run(settings: dict, *, base: str, data_path: str, out_dir: str) -> None:
             files.write_json(Path(out_dir).parent / "provenance.json", made_by)
         state.wait_for_everyone()
     else:
-        from trl import SFTConfig, SFTTrainer
+        from trl import SFTTrainer
 
         from grpo_lambda import progress
-        from grpo_lambda.train import default_report_to, use_cell_tensorboard_folder
+        from grpo_lambda.train import use_cell_tensorboard_folder
 
         rows = files.read_jsonl(data_path)
         dataset = sft_dataset(rows, tokenizer, settings["model"]["prompt"],
                               system_prompt=settings["model"].get("system_prompt"),
                               answer_format=options.get("format", "boxed"))
         with tempfile.TemporaryDirectory(prefix="sft-") as scratch:
-            args = SFTConfig(
-                output_dir=scratch,
-                num_train_epochs=options.get("num_train_epochs", 1),
-                learning_rate=options.get("learning_rate", 2e-5),
-                per_device_train_batch_size=options.get("per_device_train_batch_size", 8),
-                gradient_accumulation_steps=options.get("gradient_accumulation_steps", 1),
-                lr_scheduler_type=options.get("lr_scheduler_type", "cosine"),
-                warmup_steps=options.get("warmup_steps", 0),
-                max_length=options.get("max_length", 4096),
-                completion_only_loss=True,  # prompt/completion pairs; conversations have no prompt part
-                packing=options.get("packing", False),
-                seed=options.get("seed", 0),
-                logging_steps=10,
-                save_strategy="no",
-                report_to=options.get("report_to") or default_report_to(),
-                run_name="/".join(part for part in (settings["model"]["name"], settings["dataset"], "sft") if part),
-                disable_tqdm=not progress.interactive(),  # a job log gets ProgressLines instead
-                **trainer_hardware_kwargs(options),
-            )
+            args = build_config(settings, output_dir=scratch)
             # A model with lora: trains an adapter, as in RL, and is saved merged into its base: a full model.
             peft_config = lora_config(settings["model"].get("lora"))
             trainer = SFTTrainer(model=base, args=args, train_dataset=dataset, processing_class=tokenizer,
                                  peft_config=peft_config)
+            if args.padding_free and not args.packing:
+                _check_lengths(trainer.train_dataset, options.get("max_length", 4096))
             log_world_size(trainer.accelerator, "sft")
             # the scratch output folder is deleted: event files go beside the model instead
             use_cell_tensorboard_folder(trainer, Path(out_dir).parent / "tensorboard")

@@ -12,7 +12,8 @@ cluster's shared disk, is writing:
     <results>/logs/evaluate/<model>/<dataset>/<variant>/seed<seed>/<step>.log  an evaluation job's log
 
 A trained cell is done, or failed when one of its evaluation jobs failed (its log ends in an error and
-a benchmark's summary is missing). A cell that is not trained is failed when its job log ends in an
+a benchmark's summary is missing). With the hf backend the train job evaluates the final model itself: a
+failure there fails the train job, whose log names it. A cell that is not trained is failed when its job log ends in an
 error; stalled when its trainer ran on this host and its process is gone (a killed job: a rerun
 resumes it), or when nothing has been written for ``stale_minutes`` (a trainer on another host);
 running when its log or train_log.csv was written within ``stale_minutes``; missing when nothing of it

@@ -306,14 +306,16 @@ def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
             callback.logging_dir = str(folder)
 
 
-def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) -> None:
+def run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) -> bool:
     """Train the cell to ``rl.max_steps``, resuming from the newest checkpoint if there is one; one
-    trainer per cell at a time (``files.exclusive``)."""
+    trainer per cell at a time (``files.exclusive``). Whether this is the main process (the one that
+    writes, and evaluates the final model when the job does: ``grpo_lambda.cli``)."""
     with files.exclusive(cell_dir):
-        _run(settings, base=base, data_path=data_path, cell_dir=cell_dir, seed=seed)
+        return _run(settings, base=base, data_path=data_path, cell_dir=cell_dir, seed=seed)
 
 
-def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) -> None:
+def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int) -> bool:
+    """Train (or publish what a finished earlier run trained); whether this is the main process."""
     from grpo_lambda import progress
     from grpo_lambda.grading import reward
     from grpo_lambda.trainer import GRPOLambdaTrainer
@@ -378,3 +380,4 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
     save_trained_model(trainer, cell / "model", lora_base=lora_base)
     if trainer.is_world_process_zero():
         log.info("cell %s trained to step %d", cell_dir, trainer.state.global_step)
+    return trainer.is_world_process_zero()

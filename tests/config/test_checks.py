@@ -9,7 +9,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, run_main
 from grpo_lambda import config as study
 
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -191,14 +191,14 @@ def test_a_local_model_folder_needs_a_config(tmp_path):
     study.validate(broken(lambda c: c["models"]["tiny"].update(source=str(tmp_path))))
 
 
-def test_validate_prints_one_line_and_exits_2(tmp_path, cli):
+def test_validate_prints_one_line_and_exits_2(tmp_path):
     bad = tmp_path / "bad.yaml"
     bad.write_text(yaml.safe_dump(broken(_rl_trl(num_generatons=4))))
-    result = subprocess.run([cli, "validate", "--configfile", str(bad)], capture_output=True, text=True, timeout=120)
+    result = run_main("validate", "--configfile", bad)
     assert result.returncode == 2
     assert result.stderr.count("\n") == 1 and "Traceback" not in result.stderr
     assert "rl.trl.num_generatons is not a field" in result.stderr
-    missing = subprocess.run([cli, "validate", "--configfile", str(tmp_path / "none.yaml")], capture_output=True, text=True, timeout=120)
+    missing = run_main("validate", "--configfile", tmp_path / "none.yaml")
     assert missing.returncode == 2 and "Traceback" not in missing.stderr and "none.yaml" in missing.stderr
 
 

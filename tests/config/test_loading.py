@@ -10,7 +10,7 @@ import sys
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, run_main
 from grpo_lambda import config as study
 from grpo_lambda.config.loading import _StrictLoader
 
@@ -132,13 +132,12 @@ def _snakemake_config(workdir, words):
     return json.loads(words[words.index("--settings") + 1])
 
 
-def test_the_cli_and_snakemake_read_the_same_study_from_the_same_files_and_overrides(tmp_path, cli):
+def test_the_cli_and_snakemake_read_the_same_study_from_the_same_files_and_overrides(tmp_path):
     overlay = tmp_path / "overlay.yaml"
     overlay.write_text("rl:\n  learning_rate: 5e-6\n  trl: {top_k: 4}\nseeds: [3]\nevaluation: {samples: 2}\n")
     files = [str(CONFIG), str(ROOT / "config" / "protocols" / "greedy.yaml"), str(overlay)]
-    ours = subprocess.run([cli, "validate", "--show", "--configfile", *files, "--set", "rl={max_steps: 4}",
-                           "--set", "variants.grpo.epsilon_high=0.28"], capture_output=True, text=True, timeout=120,
-                          cwd=tmp_path)
+    ours = run_main("validate", "--show", "--configfile", *files, "--set", "rl={max_steps: 4}",
+                    "--set", "variants.grpo.epsilon_high=0.28", cwd=tmp_path)
     assert ours.returncode == 0, ours.stderr
     theirs = _snakemake_config(tmp_path, ["--configfile", *files, "--config", "rl={max_steps: 4}",
                                           "variants={grpo: {epsilon_high: 0.28}}"])
@@ -202,9 +201,8 @@ def test_a_bad_value_in_the_study_file_is_one_line_naming_the_file(tmp_path):
     assert line == f"error: {bad}: invalid value at 'rl.max_steps': 0 is less than the minimum of 1"
 
 
-def test_a_bad_value_given_by_set_names_set(cli):
-    done = subprocess.run([cli, "validate", "--configfile", str(CONFIG), "--set", "rl.max_steps=0"],
-                          capture_output=True, text=True, timeout=120)
+def test_a_bad_value_given_by_set_names_set():
+    done = run_main("validate", "--configfile", CONFIG, "--set", "rl.max_steps=0")
     assert done.returncode == 2
     assert done.stderr.strip() == (f"grpo-lambda validate: error: --set: invalid value at 'rl.max_steps': 0 is less "
                                    f"than the minimum of 1 ({CONFIG} alone is valid)")

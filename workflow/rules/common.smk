@@ -1,6 +1,7 @@
 # Helpers shared by the rules: config validation, the grid of cells, paths and per-cell settings.
 import json
 import os
+import shlex
 import sys
 from pathlib import Path
 
@@ -221,6 +222,35 @@ def evaluated_checkpoint(w):
     if w.step == "final":
         return f"{cell_dir(w)}/model"
     return f"{cell_dir(w)}/checkpoints/step-{w.step}"
+
+
+# With the hf backend a cell's train job evaluates its final model too, from the saved folder, as an
+# evaluate job would (one process start and one import of torch and transformers instead of two). Its
+# evaluation files are then the train rule's outputs and the evaluation settings its params, so a change to
+# them reruns the train job, which finds the cell trained (its fingerprint leaves evaluation out) and only
+# evaluates. A vLLM engine needs the GPU memory the trainer holds: with it, evaluate jobs do every step.
+FINAL_EVALUATED_IN_TRAIN = config["evaluation"]["backend"] == "hf"
+EVALUATE_RULE_STEPS = r"\d+" if FINAL_EVALUATED_IN_TRAIN else r"final|\d+"
+
+
+def final_evaluation_outputs():
+    if not FINAL_EVALUATED_IN_TRAIN:
+        return []
+    cell = f"{RESULTS}/{{{{model}}}}/{{{{dataset}}}}/{{{{variant}}}}/seed{{{{seed}}}}"
+    return expand(f"{cell}/eval/final/{{benchmark}}.{{ext}}", benchmark=BENCHMARKS, ext=["jsonl", "json"])
+
+
+def final_evaluation_inputs(w):
+    return expand(f"{RESULTS}/bench/{{benchmark}}.jsonl", benchmark=BENCHMARKS) if FINAL_EVALUATED_IN_TRAIN else []
+
+
+def final_evaluation_options(w, input):
+    """The train command's options that evaluate the final model (nothing when the evaluate rule does)."""
+    if not FINAL_EVALUATED_IN_TRAIN:
+        return ""
+    evaluation = settings("evaluate", model=w.model, dataset=w.dataset, variant=w.variant)
+    return (f" --evaluation {shlex.quote(evaluation)} --bench {' '.join(shlex.quote(path) for path in input.bench)}"
+            f" --eval-dir {shlex.quote(f'{cell_dir(w)}/eval/final')}")
 
 
 def sft_eval_files(ext="json"):

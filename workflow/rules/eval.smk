@@ -1,6 +1,9 @@
 # One job evaluates one checkpoint on every benchmark: the model (or vLLM engine) loads once.
-# Asking for one benchmark's file runs the job of its checkpoint and nothing else.
+# Asking for one benchmark's file runs the job of its checkpoint and nothing else. With the hf backend the
+# final model is evaluated by its train job (rl.smk), and this rule evaluates the checkpoints.
 rule evaluate:
+    wildcard_constraints:
+        step=EVALUATE_RULE_STEPS,
     input:
         model=f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/model",
         bench=expand(f"{RESULTS}/bench/{{benchmark}}.jsonl", benchmark=BENCHMARKS),

@@ -1,17 +1,21 @@
-# RL training of one cell. Its resume/ and checkpoints/ folders are not declared outputs, so Snakemake
-# never deletes them: a restarted job resumes from the newest checkpoint in resume/.
+# RL training of one cell, and with the hf backend the final model's evaluation (FINAL_EVALUATED_IN_TRAIN).
+# Its resume/ and checkpoints/ folders are not declared outputs, so Snakemake never deletes them: a
+# restarted job resumes from the newest checkpoint in resume/.
 rule train:
     input:
         sft=sft_model,
         data=f"{RESULTS}/data/{{dataset}}.jsonl",
         band=band_check,
+        bench=final_evaluation_inputs,
     output:
         model=directory(f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/model"),
         train_log=f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/train_log.csv",
+        evaluation=final_evaluation_outputs(),
     params:
         launch=launcher,
         settings=lambda w: settings("train", model=w.model, dataset=w.dataset, variant=w.variant),
         cell=cell_dir,
+        evaluation=final_evaluation_options,
     log:
         f"{RESULTS}/logs/train/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}.log",
     benchmark:
@@ -28,7 +32,7 @@ rule train:
         tasks_per_gpu=0,
     shell:
         "{params.launch:q} train --settings {params.settings:q} --base {input.sft:q} --data {input.data:q}"
-        " --cell {params.cell:q} --seed {wildcards.seed:q} --threads {threads:q} > {log:q} 2>&1"
+        " --cell {params.cell:q} --seed {wildcards.seed:q} --threads {threads:q}{params.evaluation} > {log:q} 2>&1"
 
 
 # A horizon's RL starts only once its SFT model's greedy accuracy on the horizon's own suite lies in the
