@@ -14,6 +14,9 @@ import yaml
 from conftest import ROOT, changed_weights, snakemake
 from grpo_lambda import config as study
 from grpo_lambda import fingerprint, layout
+from grpo_lambda.config.report import report_options
+from grpo_lambda.tables.cells import Cells
+from grpo_lambda.tables.raw import read_results
 
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
 
@@ -56,8 +59,8 @@ def test_the_plan_trains_one_sft_model_per_seed_and_starts_each_block_from_its_o
 @pytest.mark.slow
 def test_a_nested_study_runs_and_its_intervals_are_over_the_sft_models(tmp_path):
     """Two SFT models × 2 RL seeds each, 4 RL steps (the end-to-end config's SFT, whose samples disagree): each SFT model is its own (their weights differ), each
-    cell trained from its block's SFT model (its fingerprint's base), and the tables' paired interval has
-    the SFT models' degrees of freedom (one), the results table one SFT row per SFT model."""
+    cell trained from its block's SFT model (its fingerprint's base) and changed by it, the tables' terms name
+    each RL run's SFT model as its cluster, and the results table has one SFT row per SFT model."""
     config = yaml.safe_load((ROOT / "tests" / "data" / "config-e2e.yaml").read_text())
     config["models"] = {"tiny": config["models"]["tiny"]}
     config["datasets"] = {"arith": config["datasets"]["arith"]}
@@ -65,6 +68,7 @@ def test_a_nested_study_runs_and_its_intervals_are_over_the_sft_models(tmp_path)
     config["rl"]["max_steps"] = 4
     config["seeds"] = [0, 1, 2, 3]
     config["evaluation"]["checkpoints"] = []
+    config["report"] = {"descriptive": ["reward_auc", "steps_to_threshold"]}  # two SFT models: no seed-level test
     config["results"] = str(tmp_path / "results")
     path = tmp_path / "nested.yaml"
     path.write_text(yaml.safe_dump(config))
@@ -78,8 +82,13 @@ def test_a_nested_study_runs_and_its_intervals_are_over_the_sft_models(tmp_path)
             recorded = json.loads((cell / "resume" / fingerprint.FILE_NAME).read_text())
             assert recorded["base"] == fingerprint.path_digest(sft[k]), (variant, seed)
             assert changed_weights(sft[k], cell / "model"), f"{variant} seed {seed} did not train"
-    paired = pd.read_csv(results / "tables" / "paired.csv")
-    average = paired[(paired["variant"] == "recent-trace") & (paired["benchmark"] == "average")]
-    assert len(average) == 1 and average["df"].iloc[0] == pytest.approx(1.0)
+    # The tables read the run as nested: each RL row clustered with its SFT model's row.
+    validated = study.validate(config)
+    data = read_results(validated, results)
+    cells = Cells(data.samples, validated, report_options(validated))
+    stratum = ("sft", "tiny/arith/sft")
+    grpo, sft_term = (cells.terms("tiny", "arith", variant, "final", ["arith-1"])[0] for variant in ("grpo", "sft"))
+    assert grpo.rows == (0, 1, 2, 3) and grpo.clusters == tuple((stratum, k) for k in (0, 0, 1, 1))
+    assert sft_term.rows == (0, 1) and sft_term.clusters == ((stratum, 0), (stratum, 1))
     table = pd.read_csv(results / "tables" / "results.csv")
     assert sorted(table[table["variant"] == "sft"]["seed"].dropna().astype(int).unique()) == [0, 1]

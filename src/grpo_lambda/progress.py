@@ -76,8 +76,10 @@ class NoLearningSignalError(RuntimeError):
     """Training stopped by ``NoLearningSignal(stop_after=N)``: N logged steps in a row without learning signal."""
 
 
-class NoLearningSignal(TrainerCallback):
-    """Say so when RL steps learn nothing: every group's completions got the same reward (TRL's
+class _NoLearningSignal:
+    """``NoLearningSignal`` (transformers' ``TrainerCallback`` is mixed in when the name is first read, see the
+    module's ``__getattr__``: an evaluation job's ``track`` needs no trainer stack). Say so when RL steps learn
+    nothing: every group's completions got the same reward (TRL's
     frac_reward_zero_std = 1), so every advantage is 0. A warning after NO_SIGNAL_STEPS logged steps in a row,
     and at the end of a run whose every logged step was so (a short run included); with ``stop_after`` N, a
     NoLearningSignalError at the N-th such step in a row instead of training on. Every process decides alike (the
@@ -137,3 +139,16 @@ def quiet_trainer_output(trainer, description: str) -> None:
     trainer.remove_callback(PrinterCallback)
     trainer.remove_callback(ProgressCallback)
     trainer.add_callback(ProgressLinesCallback(description))
+
+
+def __getattr__(name: str):
+    """``NoLearningSignal``: :class:`_NoLearningSignal` as a ``TrainerCallback``, made on first use (PEP 562), so that
+    importing this module imports no trainer stack."""
+    if name == "NoLearningSignal":
+        from transformers import TrainerCallback
+
+        callback = type("NoLearningSignal", (_NoLearningSignal, TrainerCallback), {"__doc__": _NoLearningSignal.__doc__})
+        globals()[name] = callback
+        return callback
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+
