@@ -188,7 +188,7 @@ def _gold(run, dataset, prompt):
     return max((row for row in rows if row["problem"] in prompt), key=lambda row: len(row["problem"]))["answer"]
 
 
-def test_the_train_job_evaluates_its_final_model_as_the_evaluate_stage_does(run, tmp_path):
+def test_the_train_job_evaluates_its_final_model_as_the_evaluate_stage_does(run, tmp_path, monkeypatch):
     """With the hf backend a cell's final evaluation is written by its train job: the same files, sample for
     sample, as the evaluate stage writes from the saved model in a process of its own."""
     cell = run / "results" / "tiny" / "arith" / "recent-trace" / "seed0"
@@ -200,8 +200,11 @@ def test_the_train_job_evaluates_its_final_model_as_the_evaluate_stage_does(run,
 
     config = study.load(str(E2E_CONFIG))
     settings = study.stage_settings(config, "evaluate", model="tiny", dataset="arith", variant="recent-trace")
-    benchmarks = [str(run / "results" / "bench" / f"{name}.jsonl") for name in config["benchmarks"]]
-    evaluate.run(settings, model_path=str(cell / "model"), benchmark_paths=benchmarks, out_dir=str(tmp_path), seed=0)
+    # from the run's folder and by the path the rules pass, so that the summaries' checkpoint fields agree too
+    monkeypatch.chdir(run)
+    benchmarks = [f"results/bench/{name}.jsonl" for name in config["benchmarks"]]
+    evaluate.run(settings, model_path=str(cell.relative_to(run) / "model"), benchmark_paths=benchmarks,
+                 out_dir=str(tmp_path), seed=0)
     for name in config["benchmarks"]:
         in_job = files.read_jsonl(cell / "eval" / "final" / f"{name}.jsonl")
         assert files.read_jsonl(tmp_path / f"{name}.jsonl") == in_job

@@ -236,20 +236,24 @@ EVALUATE_RULE_STEPS = r"\d+" if FINAL_EVALUATED_IN_TRAIN else r"final|\d+"
 def final_evaluation_outputs():
     if not FINAL_EVALUATED_IN_TRAIN:
         return []
-    cell = f"{RESULTS}/{{{{model}}}}/{{{{dataset}}}}/{{{{variant}}}}/seed{{{{seed}}}}"
-    return expand(f"{cell}/eval/final/{{benchmark}}.{{ext}}", benchmark=BENCHMARKS, ext=["jsonl", "json"])
+    # the wildcards doubled, so that expand fills only {benchmark} and {ext}
+    pattern = layout.evaluation("{{model}}", "{{dataset}}", "{{variant}}", "{{seed}}", "final", "{benchmark}", "{ext}")
+    return expand(f"{RESULTS}/{pattern}", benchmark=BENCHMARKS, ext=["jsonl", "json"])
 
 
 def final_evaluation_inputs(w):
     return expand(f"{RESULTS}/bench/{{benchmark}}.jsonl", benchmark=BENCHMARKS) if FINAL_EVALUATED_IN_TRAIN else []
 
 
-def final_evaluation_options(w, input):
-    """The train command's options that evaluate the final model (nothing when the evaluate rule does)."""
+def final_evaluation_options(w):
+    """The train command's options that evaluate the final model (nothing when the evaluate rule does).
+    Built from the wildcards, not from the job's input: Snakemake leaves a param derived from input out of
+    its params-changed check, and a change to the evaluation settings must rerun the train job."""
     if not FINAL_EVALUATED_IN_TRAIN:
         return ""
     evaluation = settings("evaluate", model=w.model, dataset=w.dataset, variant=w.variant)
-    return (f" --evaluation {shlex.quote(evaluation)} --bench {' '.join(shlex.quote(path) for path in input.bench)}"
+    bench = " ".join(shlex.quote(path) for path in final_evaluation_inputs(w))
+    return (f" --evaluation {shlex.quote(evaluation)} --bench {bench}"
             f" --eval-dir {shlex.quote(f'{cell_dir(w)}/eval/final')}")
 
 
