@@ -42,7 +42,8 @@ declare -A TESTS=(
              tests/test_beyond.py::test_strace_at_quantile_zero_is_ptrace_and_uses_trls_entropy_rule"
   [rewards]="tests/test_grading.py tests/test_strict_reward.py
              tests/test_grading.py::test_grade_many_in_parallel_keeps_each_verdict_in_its_row"
-  [stats]="tests/test_stats.py tests/test_stats.py::test_interval_width_is_the_binomial_width_of_its_level"
+  [stats]="tests/test_stats.py tests/test_stats.py::test_interval_width_is_the_binomial_width_of_its_level
+           tests/test_max_t.py tests/test_nested_intervals.py tests/test_seed_interval.py tests/test_verdicts_procedures.py"
   [aggregate]="tests/test_tables.py tests/test_tables.py::test_table1_averages_over_the_variants_present"
   [config]="tests/config tests/test_sweep.py tests/test_data_sources.py
             tests/test_trace_length.py::test_a_fixed_trace_length_must_hold_the_completion_length_rounded_up_to_the_padding_multiple
@@ -53,6 +54,10 @@ declare -A TESTS=(
   [prepare]="tests/test_prepare.py tests/test_data_sources.py tests/test_bad_rows.py tests/test_prompt_limit.py"
   [horizon]="tests/test_horizon.py"
   [advantages]="tests/test_advantages.py"
+  [families]="tests/config/test_families.py tests/test_verdicts_procedures.py"
+  [design]="tests/config/test_families.py"
+  [control]="tests/test_control.py"
+  [history]="tests/config/test_history.py"
 )
 # module -> tests of its files left out (--deselect): those that run a subprocess (which mutmut's coverage does
 # not follow) or train, and kill nothing in the module for their minutes
@@ -62,6 +67,10 @@ declare -A DESELECT=(
              tests/test_horizon.py::test_the_lambda_config_is_the_horizon_study_s_longest_horizon_with_lambda_and_the_trace_form_varied"
   [advantages]="tests/test_advantages.py::test_an_estimator_registered_from_a_test_file_is_configured_and_trains
                 tests/test_advantages.py::test_the_80_20_control_leaves_gradient_on_the_top_20_percent_entropy_tokens_only"
+  [stats]="tests/test_nested_intervals.py::test_the_nested_interval_covers_where_one_sft_model_does_not
+           tests/test_seed_interval.py::test_coverage_of_the_seed_level_procedures_is_what_the_docs_quote"
+  [families]="tests/config/test_families.py::test_design_check_prints_every_family_and_exits_1_when_one_cannot_reject"
+  [design]="tests/config/test_families.py::test_design_check_prints_every_family_and_exits_1_when_one_cannot_reject"
 )
 # module -> the source it mutates (a module of its own unless named here)
 declare -A SOURCES=(
@@ -71,13 +80,16 @@ declare -A SOURCES=(
   [registry]="src/grpo_lambda/data/registry.py"
   [config]="src/grpo_lambda/config/*"
   [horizon]="src/grpo_lambda/tables/horizon.py"
+  [families]="src/grpo_lambda/config/families.py"
+  [control]="src/grpo_lambda/tables/control.py"
+  [history]="src/grpo_lambda/config/history.py"
 )
 # The trainer's loss path (trainer.py and trainer_config.py): mutants of these functions only.
 LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params _widest_completion
            _resolve_advantage_clamp)
 MODULES=("$@")
 [[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives trainer stats rewards aggregate config variants registry
-                                        prepare horizon advantages)
+                                        prepare horizon advantages families design control history)
 
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 unset PYTHONPATH  # mutmut puts its mutated copy of src/ first on the path

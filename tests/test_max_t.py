@@ -130,3 +130,62 @@ def test_more_than_sixteen_seeds_draw_the_flips_from_a_fixed_seed():
     first, second = max_t(values)[0], max_t(values)[0]
     assert first.tolist() == second.tolist()
     assert (first >= 1 / (2 ** 16 + 1)).all()
+
+
+def test_a_comparisons_units_and_a_line_with_no_difference_change_no_other_p():
+    """T is |t|: a comparison measured in other units (per cent, or a hundredth) keeps every adjusted p and
+    level; a line identical to the baseline (all differences 0, a check line) gets p = 1, faces level 0 and
+    changes nothing for the others."""
+    rng = np.random.default_rng(12)
+    values = rng.normal(0.3, 1.0, (8, 3)) + rng.normal(0.0, 0.5, (8, 1))
+    p, faced = max_t(values)
+    rescaled = max_t(values * np.array([100.0, 1.0, 0.01]))
+    assert rescaled[0] == pytest.approx(p) and rescaled[1] == pytest.approx(faced)
+    with_check = max_t(np.hstack([values, np.zeros((8, 1))]))
+    assert with_check[0] == pytest.approx([*p, 1.0]) and with_check[1] == pytest.approx([*faced, 0.0])
+
+
+def test_the_last_step_is_the_least_significant_comparisons_own_sign_flip_test():
+    """Step-down: the least significant comparison's adjusted p is the larger of its own sign-flip p and the
+    adjusted p of the step before it (Westfall & Young's last step has one comparison left)."""
+    rng = np.random.default_rng(8)
+    for _ in range(5):
+        values = rng.normal(0.4, 1.0, (8, 4))
+        p, _ = max_t(values)
+        order = np.argsort(p, kind="stable")
+        least, before = order[-1], order[-2]
+        assert p[least] == pytest.approx(max(p[before], sign_flip_p(values[:, least])))
+
+
+def test_one_comparison_faces_the_exact_size_of_its_sign_flip_test():
+    """The level a comparison alone faces is the chance, over the 2^8 equally likely sign patterns of its
+    8 seeds, that the sign-flip test's p falls below α: 12/256 (p = 2k/256 < 0.05 for the 6 most extreme
+    pairs of patterns), not α itself."""
+    values = np.array([0.31, -0.12, 0.57, 0.08, 0.44, -0.26, 0.19, 0.73])
+    signs = 1.0 - 2.0 * ((np.arange(2 ** 8)[:, None] >> np.arange(8)) & 1)
+    size = np.mean([sign_flip_p(sign * values) < ALPHA for sign in signs])
+    assert size == pytest.approx(12 / 256)
+    assert max_t(values[:, None])[1] == pytest.approx([size])
+
+
+def test_sixteen_units_are_enumerated_and_seventeen_drawn_close_to_the_exact_p():
+    """Up to 16 units every joint flip is listed: 16 seeds all ahead get exactly the floor 2^(1−16). At 17 the
+    2^16 drawn flips give the exact p (every one of the 2^17 flips, enumerated here) within Monte Carlo error,
+    and 17 seeds all ahead the smallest p the draws allow, no more than a few in 2^16."""
+    ahead = np.linspace(0.1, 0.4, 16)
+    assert max_t(ahead[:, None])[0][0] == pytest.approx(2 ** -15, rel=1e-12)
+    rng = np.random.default_rng(17)
+    values = rng.normal(0.25, 1.0, (17, 2))
+    signs = 1.0 - 2.0 * ((np.arange(2 ** 17)[:, None] >> np.arange(17)) & 1)
+    for j, p in enumerate(max_t(values[:, [0]])[0].tolist() + max_t(values[:, [1]])[0].tolist()):
+        sums = np.abs(signs @ values[:, j])
+        exact = np.mean(sums >= abs(values[:, j].sum()) - 1e-12)
+        assert 0.02 < exact < 0.98 and abs(p - exact) < 5 * math.sqrt(exact * (1 - exact) / 2 ** 16), (j, p, exact)
+    assert max_t(np.linspace(0.1, 0.4, 17)[:, None])[0][0] < 5 / 2 ** 16
+
+
+def test_a_family_of_no_comparisons_and_values_of_one_axis():
+    p, faced = max_t(np.zeros((8, 0)))
+    assert p.shape == (0,) and faced.shape == (0,)
+    with pytest.raises(ValueError, match=r"\(units, comparisons\).*shape \(8,\)"):
+        max_t(np.ones(8))
