@@ -68,3 +68,21 @@ def test_margins_set_after_the_data_print_no_equivalent_verdict():
     assert list(read["paired"]["p_equivalence_holm"]) == [0.001, 0.9, 0.5]  # the TOST stays, read for what it is
     assert "equivalent" not in set(read["paired"]["verdict"]) and read["results"].equals(tables["results"])
     assert report_options(study.load(ROOT / "config" / "clamp-trace.yaml"))["history"]["margins_set_after_data"]
+
+
+def test_the_pages_history_names_every_change_made_after_data_and_post_hoc_margins_among_them():
+    """The history block a run page prints: the seeds against the earlier runs', each change with its commit,
+    and margins set after the data as one of the changes (never "nothing was changed")."""
+    from grpo_lambda.tables.study_blocks import history
+
+    changes = [{"change": "horizons 2, 3, 4, 6", "commit": "abc1234", "seen": "the first run"}]
+    config = study.validate(with_history({"seeds_run_before": {"rl": [0, 1, 2, 3], "sft": [5]},
+                                          "changed_after_data": changes}, seeds=[4, 5, 6, 7]))
+    text = history(config, report_options(config))
+    assert "RL seeds 4–7" in text and "earlier runs used RL seeds 0–3 and SFT seeds 5" in text
+    assert "horizons 2, 3, 4, 6 (`abc1234`); seen: the first run" in text and "Nothing" not in text
+    post_hoc = study.validate(with_history({"margins_set_after_data": True}))
+    text = history(post_hoc, report_options(post_hoc))
+    assert "the equivalence margins" in text and "Nothing" not in text
+    fresh = study.validate(with_history({}))
+    assert "Nothing in the design was changed after data was seen" in history(fresh, report_options(fresh))

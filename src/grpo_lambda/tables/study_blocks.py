@@ -71,13 +71,16 @@ def history(config: dict, options: dict) -> str:
     lines = [f"- RL seeds {_span(config['seeds'])}, SFT seeds {_span(drawn)}"
              + (f"; the study's earlier runs used RL seeds {_span(before['rl'])} and SFT seeds "
                 f"{_span(before['sft'])}: none is reused here" if before["rl"] or before["sft"]
-                else "; no earlier run of this study")
+                else "; no earlier run's seeds declared (report.history.seeds_run_before)")
              + "."]
     changes = record["changed_after_data"]
-    if changes:
+    if changes or record["margins_set_after_data"]:
         lines.append("- Decided after data was seen:")
         lines += [f"  - {c['change']}" + (f" (`{c['commit']}`)" if c.get("commit") else "")
                   + (f"; seen: {c['seen']}" if c.get("seen") else "") for c in changes]
+        if record["margins_set_after_data"]:
+            lines.append("  - the equivalence margins (report.history.margins_set_after_data): a TOST that passes "
+                         "reads \"within a post-hoc margin\", never \"equivalent\"")
     else:
         lines.append("- Nothing in the design was changed after data was seen.")
     return "\n".join(lines) + "\n"
