@@ -75,3 +75,13 @@ def test_the_trace_left_fewer_carry_errors_than_its_baseline_at_every_horizon_an
     other = errors[errors["variant"] != "sft"].groupby("columns")["first_error_other"].min()
     assert (sft["first_error_other"] <= 0.007).all() and other.loc[6] > 0.15
     assert table.loc[table["role"] == "effect", "in_band"].astype(str).eq("True").all()
+
+
+def test_the_pooled_row_the_page_reads_as_exploratory_is_ahead_and_a_quarter_of_the_mean_effect(table):
+    paired = pd.read_csv(RUN / "tables" / "paired.csv")
+    pooled = paired[(paired["dataset"] == "all") & (paired["benchmark"] == "average")].iloc[0]
+    assert pooled["verdict"] == "ahead" and pooled["p_holm"] < 0.01
+    effects = table[table["role"] == "effect"]
+    assert pooled["diff"] == pytest.approx(effects["estimate"].mean() / 4, abs=1e-3)
+    three = effects[effects["columns"] == 3].iloc[0]
+    assert 4 < three["df"] < 6  # the SFT models' term left out of the variance, its df kept
