@@ -374,6 +374,8 @@ def cluster_means(values, seeds, clusters) -> tuple[np.ndarray, tuple]:
     clusters first appear; NaN values left out), and the clusters' names: the exchangeable units of a
     nested design, whose seed-level test flips the SFT models' means, not the seeds'."""
     values = np.asarray(values, dtype=float)
+    if len(clusters) != len(values):
+        raise ValueError(f"cluster_means: {len(values)} values but {len(clusters)} clusters (one per value)")
     names = tuple(dict.fromkeys(c for c, v in zip(clusters, values) if not np.isnan(v)))
     means = [float(np.mean([v for c, v in zip(clusters, values) if c == name and not np.isnan(v)]))
              for name in names]

@@ -86,3 +86,23 @@ def test_the_pages_history_names_every_change_made_after_data_and_post_hoc_margi
     assert "the equivalence margins" in text and "Nothing" not in text
     fresh = study.validate(with_history({}))
     assert "Nothing in the design was changed after data was seen" in history(fresh, report_options(fresh))
+
+
+def test_a_config_without_history_is_said_to_record_nothing_and_a_models_own_sft_seed_counts():
+    from grpo_lambda.tables.study_blocks import history
+
+    bare = copy.deepcopy(DEFAULT)
+    bare["report"] = {k: v for k, v in bare["report"].items() if k != "history"}
+    bare = study.validate(bare)
+    text = history(bare, report_options(bare))
+    assert "No report.history declared" in text and "Nothing in the design was changed" not in text
+    config = with_history({"seeds_run_before": {"rl": [], "sft": [7]}})
+    model = next(iter(config["models"]))
+    config["models"][model] = {**config["models"][model], "sft": {"seed": 7}}
+    with pytest.raises(ValueError, match=r"models\.X\.sft: \[7\] were run before"):
+        report_options(config)
+
+
+def test_a_bad_change_entry_is_named_by_its_place():
+    with pytest.raises(ValueError, match=r"changed_after_data\[1\]"):
+        report_options(with_history({"changed_after_data": [{"change": "a"}, {"commit": "abc"}]}))

@@ -1,6 +1,8 @@
 # RL training of one cell, and with the hf backend the final model's evaluation (FINAL_EVALUATED_IN_TRAIN).
 # Its resume/ and checkpoints/ folders are not declared outputs, so Snakemake never deletes them: a
-# restarted job resumes from the newest checkpoint in resume/.
+# restarted job resumes from the newest checkpoint in resume/. The benchmark files are its inputs then, so a
+# changed or added benchmark reruns every train job: each finds its cell trained in resume/ (same settings)
+# and only evaluates, on the training resources its rule asks for.
 rule train:
     input:
         sft=sft_model,

@@ -17,28 +17,43 @@ CHANGE_KEYS = ("change", "commit", "seen")
 
 def history(config: dict, given) -> dict:
     """``report.history`` checked against the config's seeds; a ValueError names the key and the seeds."""
-    if given is None:
-        return {"seeds_run_before": {"rl": [], "sft": []}, "changed_after_data": [], "margins_set_after_data": False}
+    if given is None:  # not declared: the pages say the config records nothing (not that nothing changed)
+        return {"seeds_run_before": {"rl": [], "sft": []}, "changed_after_data": [], "margins_set_after_data": False,
+                "declared": False}
     if not isinstance(given, dict) or set(given) - set(HISTORY_KEYS):
         raise ValueError(f"report.history must be a mapping of {list(HISTORY_KEYS)}, got {given!r}")
     before = given.get("seeds_run_before") or {}
     if not isinstance(before, dict) or set(before) - {"rl", "sft"} or not all(
             isinstance(seeds, list) and all(isinstance(s, int) for s in seeds) for seeds in before.values()):
         raise ValueError("report.history.seeds_run_before must be {rl: [seeds], sft: [seeds]}")
-    sft = config.get("sft", {})
-    own = {"rl": list(config["seeds"]), "sft": list(sft.get("seeds") or [sft.get("seed", 0)])}
-    for kind, label in (("rl", "seeds"), ("sft", "sft.seeds" if sft.get("seeds") else "sft.seed")):
+    own = {"rl": list(config["seeds"]), "sft": own_sft_seeds(config)}
+    per_model = any("seed" in ((m or {}).get("sft") or {}) or ((m or {}).get("sft") or {}).get("seeds")
+                    for m in config["models"].values())
+    sft_label = ("sft.seeds" if (config.get("sft") or {}).get("seeds") else "sft.seed") + (
+        " and models.X.sft" if per_model else "")
+    for kind, label in (("rl", "seeds"), ("sft", sft_label)):
         reused = sorted(set(own[kind]) & set(before.get(kind, [])))
         if reused:
             raise ValueError(f"{label}: {reused} were run before in this study (report.history.seeds_run_before."
                              f"{kind}); a run that confirms uses fresh seeds: choose seeds outside "
                              f"{sorted(before[kind])}")
     changes = given.get("changed_after_data") or []
-    if not isinstance(changes, list) or not all(
-            isinstance(c, dict) and set(c) <= set(CHANGE_KEYS) and c.get("change") for c in changes):
-        raise ValueError("report.history.changed_after_data must be a list of {change, commit, seen}")
+    if not isinstance(changes, list):
+        raise ValueError(f"report.history.changed_after_data must be a list of {{change, commit, seen}}, got {changes!r}")
+    for i, c in enumerate(changes):
+        if not (isinstance(c, dict) and set(c) <= set(CHANGE_KEYS) and c.get("change")):
+            raise ValueError(f"report.history.changed_after_data[{i}] must be {{change, commit, seen}} with a "
+                             f"change, got {c!r}")
     after = given.get("margins_set_after_data", False)
     if not isinstance(after, bool):
         raise ValueError(f"report.history.margins_set_after_data must be true or false, got {after!r}")
     return {"seeds_run_before": {"rl": list(before.get("rl", [])), "sft": list(before.get("sft", []))},
-            "changed_after_data": [dict(c) for c in changes], "margins_set_after_data": after}
+            "changed_after_data": [dict(c) for c in changes], "margins_set_after_data": after, "declared": True}
+
+
+def own_sft_seeds(config: dict) -> list[int]:
+    """Every SFT seed the study trains: sft.seeds (or sft.seed, 0 by default) and each model's own sft block's."""
+    seeds = []
+    for block in [config.get("sft") or {}] + [(m or {}).get("sft") or {} for m in config["models"].values()]:
+        seeds += list(block.get("seeds") or ([block["seed"]] if "seed" in block else []))
+    return sorted(set(seeds)) or [0]

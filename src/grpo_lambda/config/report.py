@@ -8,7 +8,7 @@ import logging
 
 from grpo_lambda.config.control import check_suite_map, control
 from grpo_lambda.config.history import history
-from grpo_lambda.config.families import KEYS, MAX_T, PROCEDURES, SEED_LEVEL_KEYS
+from grpo_lambda.config.families import EXPLORATORY_TREND, KEYS, MAX_T, PROCEDURES, SEED_LEVEL_KEYS, TREND
 
 log = logging.getLogger(__name__)
 
@@ -324,9 +324,16 @@ def _horizon(config: dict, given) -> dict | None:
         if "columns" not in config["benchmarks"][benchmark]:
             raise ValueError(f"report.horizon.chains.{dataset}: benchmark {benchmark!r} has no columns "
                              "(a horizon suite is a synthetic arith suite with columns and carry_free_share)")
+    # the slope needs two chain lengths and the lack of fit three: horizons of equal columns are one length
+    lengths = {config["benchmarks"][benchmark]["columns"] for benchmark in chains.values()}
+    if len(lengths) < (3 if given.get("curvature") else 2):
+        raise ValueError(f"report.horizon.chains: their suites have {len(lengths)} distinct column count(s) "
+                         f"{sorted(lengths)}; the {'lack of fit needs three' if given.get('curvature') else 'slope needs two'}")
     if not pairs:
         raise ValueError("report.horizon.pairs must name at least one {treatment, baseline} pair")
     for name, pair in pairs.items():
+        if name in (TREND, EXPLORATORY_TREND):  # the names of the trends' own families (config.families)
+            raise ValueError(f"report.horizon.pairs: {name!r} is the name of a trend family; name the pair otherwise")
         if not isinstance(pair, dict) or not {"treatment", "baseline"} <= set(pair) <= {"treatment", "baseline",
                                                                                         "exploratory"}:
             raise ValueError(f"report.horizon.pairs.{name} must be {{treatment: VARIANT, baseline: VARIANT}}, "

@@ -8,7 +8,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import sft_folder, sft_seed_of, sft_seeds
-from grpo_lambda.stats import NO_INTERVAL, Interval, Term, linear_interval, proportion_interval
+from grpo_lambda.stats import NO_INTERVAL, Interval, Term, cluster_means, linear_interval, proportion_interval
 from grpo_lambda.tables.collect import sampled_per_problem
 from grpo_lambda.tables.keys import AVERAGE, FINAL, KEYS, SFT
 
@@ -51,6 +51,15 @@ def seed_clusters(config: dict, seeds) -> list | None:
     if sft_seeds(config) is None:
         return None
     return [sft_seed_of(config, seed) for seed in seeds]
+
+
+def unit_values(values, seeds, clusters) -> dict:
+    """Per-seed values as the units a seed-level test or a t interval counts (unit -> value): each seed, or
+    with ``clusters`` (:func:`seed_clusters`) each SFT model, its seeds' mean."""
+    if clusters is None:
+        return dict(zip(seeds, np.asarray(values, dtype=float).tolist()))
+    means, units = cluster_means(values, seeds, clusters)
+    return dict(zip(units, means.tolist()))
 
 
 class Cells:

@@ -2,7 +2,7 @@
 
 Per model × training set × variant, for each column of ``DIAGNOSTICS`` (``train_log.csv``,
 docs/results-format.md): each seed's mean over its logged steps, then the mean over seeds with its t
-interval over seeds (grpo_lambda.stats.t_interval); the interval of a share (``SHARES``: a clip fraction,
+interval over seeds, or over the SFT models' means under sft.seeds (grpo_lambda.stats.t_interval); the interval of a share (``SHARES``: a clip fraction,
 the groups without signal) cut to [0, 1], which a share cannot leave (grpo_lambda.stats.bounded: the
 coverage is unchanged), where a t interval near 0 reaches below it. A column a run never logged (DAPO's
 dropped groups outside dynamic sampling, the KL at β = 0 where TRL does not compute it) is empty.
@@ -10,11 +10,12 @@ dropped groups outside dynamic sampling, the KL at β = 0 where TRL does not com
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
 from grpo_lambda.stats import bounded, t_interval
-from grpo_lambda.tables.cells import interval_columns
+from grpo_lambda.tables.cells import interval_columns, seed_clusters, unit_values
 from grpo_lambda.tables.labels import variant_label
 
 # The share of tokens the clip removed from the gradient (below, above, either side of the ratio's
@@ -41,7 +42,9 @@ def diagnostics_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.Dat
                        "steps": int(runs["step"].max())}
                 for name in DIAGNOSTICS:
                     per_seed = runs.groupby("seed")[name].mean() if name in runs else pd.Series(dtype=float)
-                    interval = t_interval(per_seed.to_numpy(dtype=float), float(options["level"]))
+                    units = unit_values(per_seed.to_numpy(dtype=float), list(per_seed.index),
+                                        seed_clusters(config, list(per_seed.index)))  # SFT models' means, nested
+                    interval = t_interval(np.array(list(units.values())), float(options["level"]))
                     interval = bounded(interval) if name in SHARES else interval
                     row.update(interval_columns(name, interval))
                 rows.append(row)

@@ -39,7 +39,7 @@ from grpo_lambda.config import model_datasets, model_variants
 from grpo_lambda.config.families import (FACTORIAL_REWARD_AUC as REWARD_AUC, INTERACTION, MAIN, SIMPLE,
                                          factorial_family as family_of)
 from grpo_lambda.stats import seed_interval
-from grpo_lambda.tables.cells import Cells, interval_columns, scaled, seed_clusters, targets
+from grpo_lambda.tables.cells import Cells, interval_columns, scaled, seed_clusters, targets, unit_values
 from grpo_lambda.tables.keys import AVERAGE, FINAL
 from grpo_lambda.tables.learning_speed import run_statistics
 from grpo_lambda.tables.paired import seed_count
@@ -109,7 +109,7 @@ def factorial_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dic
                              **interval_columns("estimate", interval), "seeds": len(shared),
                              "per_seed": per_seed_text(interval), "role": role, "family": family,
                              **comparison_columns(interval, level, margins.get(REWARD_AUC))})
-                seed_values.append(dict(zip(shared, per_seed)))
+                seed_values.append(unit_values(per_seed, shared, seed_clusters(config, shared)))
     return add_verdicts(pd.DataFrame(rows, columns=COLUMNS), "estimate", FAMILY, level, options=options,
                         table="factorial", seed_values=seed_values)
 

@@ -37,8 +37,8 @@ import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
 from grpo_lambda.config.families import CHECK, EXPLORATORY, REWARD_AUC, STEPS, speed_family
-from grpo_lambda.stats import Interval, cluster_means, seed_interval, smooth, smoothing_weight, t_interval
-from grpo_lambda.tables.cells import interval_columns, seed_clusters
+from grpo_lambda.stats import Interval, seed_interval, smooth, smoothing_weight, t_interval
+from grpo_lambda.tables.cells import interval_columns, seed_clusters, unit_values
 from grpo_lambda.tables.labels import method_variants, objective, variant_label
 from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns, per_seed_text, seed_values_text
 
@@ -126,9 +126,10 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
                    "objective": objective(config, variant), "seeds": len(seeds),
                    "steps": last, "threshold": goal,
                    # a variant's own level: the t interval, approximate for skewed seeds (its values are in
-                   # auc_per_seed); the comparisons below use the seed-level procedure
-                   **interval_columns("auc", t_interval(auc, level)),
-                   **interval_columns("steps_to_threshold", t_interval(first, level)),
+                   # auc_per_seed), over the SFT models' means under sft.seeds; the comparisons below use the
+                   # seed-level procedure
+                   **interval_columns("auc", _unit_interval(auc, seeds, level, config)),
+                   **interval_columns("steps_to_threshold", _unit_interval(first, seeds, level, config)),
                    "reached": f"{int(np.sum(first <= last))}/{len(seeds)}"}
             auc_gap = steps_gap = None
             gaps = {"auc": None, "steps": None}
@@ -153,6 +154,11 @@ def learning_speed_table(config: dict, logs: pd.DataFrame, options: dict) -> pd.
                          level, prefix="auc_", options=options, table="learning_speed", seed_values=values["auc"])
     return add_verdicts(frame, "steps_vs_baseline", ["model", "dataset", "steps_family"], level, prefix="steps_",
                         lower_is_better=True, options=options, table="learning_speed", seed_values=values["steps"])
+
+
+def _unit_interval(values: np.ndarray, seeds: list[int], level: float, config: dict) -> Interval:
+    """The t interval of a variant's per-seed values over its units: the seeds, or each SFT model's mean."""
+    return t_interval(np.array(list(unit_values(values, seeds, seed_clusters(config, seeds)).values())), level)
 
 
 def paired_gaps(seeds: list[int], values: tuple[np.ndarray, ...], base: tuple, level: float,
@@ -181,12 +187,6 @@ def per_seed_gaps(seeds: list[int], values: dict[str, np.ndarray], base: tuple,
         return {name: None for name in values}
     mine, theirs = [seeds.index(s) for s in shared], [base_seeds.index(s) for s in shared]
     clusters = seed_clusters(config, shared) if config is not None else None
-    gaps = {}
-    for (name, own), other in zip(values.items(), (base_auc, base_first)):
-        differences = own[mine] - other[theirs]
-        if clusters is not None:
-            means, units = cluster_means(differences, shared, clusters)
-            gaps[name] = dict(zip(units, means.tolist()))
-        else:
-            gaps[name] = dict(zip(shared, differences.tolist()))
-    return gaps
+    theirs_by_name = {"auc": base_auc, "steps": base_first}
+    return {name: unit_values(own[mine] - theirs_by_name[name][theirs], shared, clusters)
+            for name, own in values.items()}

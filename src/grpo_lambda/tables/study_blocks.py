@@ -8,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from grpo_lambda.config import sft_seeds
+from grpo_lambda.config.history import own_sft_seeds
 from grpo_lambda.tables.blocks_text import interval, level, p_value, table
 from grpo_lambda.tables.labels import variant_label
 
@@ -67,11 +68,10 @@ def history(config: dict, options: dict) -> str:
     """The run's seeds against the study's earlier runs', and the design choices made after data was seen."""
     record = options["history"]
     before = record["seeds_run_before"]
-    drawn = sft_seeds(config) or [config.get("sft", {}).get("seed", 0)]
-    lines = [f"- RL seeds {_span(config['seeds'])}, SFT seeds {_span(drawn)}"
+    lines = [f"- RL seeds {_span(config['seeds'])}, SFT seeds {_span(own_sft_seeds(config))}"
              + (f"; the study's earlier runs used RL seeds {_span(before['rl'])} and SFT seeds "
                 f"{_span(before['sft'])}: none is reused here" if before["rl"] or before["sft"]
-                else "; no earlier run's seeds declared (report.history.seeds_run_before)")
+                else "; no earlier run's seeds declared")
              + "."]
     changes = record["changed_after_data"]
     if changes or record["margins_set_after_data"]:
@@ -81,8 +81,11 @@ def history(config: dict, options: dict) -> str:
         if record["margins_set_after_data"]:
             lines.append("  - the equivalence margins (report.history.margins_set_after_data): a TOST that passes "
                          "reads \"within a post-hoc margin\", never \"equivalent\"")
-    else:
+    elif record.get("declared", True):
         lines.append("- Nothing in the design was changed after data was seen.")
+    else:
+        lines.append("- No report.history declared: the config records neither earlier runs' seeds nor changes "
+                     "made after data was seen (the page says what it knows).")
     return "\n".join(lines) + "\n"
 
 
