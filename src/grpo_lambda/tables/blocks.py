@@ -489,18 +489,6 @@ def _seed_effects(text) -> str:
     return "; ".join(f"{seed}: {_signed(float(value))}" for seed, value in pairs)
 
 
-def _sft_model_means(config: dict, text) -> str:
-    """A per-seed column ("seed:value ...") as the mean effect of each SFT model's block of RL seeds, in
-    sft.seeds order: how far apart the SFT models put the effect, beside the interval that counts them."""
-    from grpo_lambda.config import sft_seed_of
-
-    values = {}
-    for pair in (text if isinstance(text, str) else "").split():
-        seed, value = pair.split(":")
-        values.setdefault(sft_seed_of(config, int(seed)), []).append(float(value))
-    return ", ".join(_signed(float(np.mean(values[s]))) if s in values else "–" for s in sft_seeds(config))
-
-
 def _horizon_errors(config: dict, errors: pd.DataFrame | None) -> str:
     if errors is None or errors.empty:
         return "No horizon study (report.horizon) in this run.\n"
@@ -565,7 +553,7 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
         if drawn > 1:
             sentences.append("  By SFT model (the mean effect over its RL seeds, SFT seeds "
                              f"{', '.join(str(s) for s in sft_seeds(config))}): "
-                             + "; ".join(f"{int(r['columns'])} columns {_sft_model_means(config, r['per_seed'])}"
+                             + "; ".join(f"{int(r['columns'])} columns {study_blocks.sft_model_means(config, r['per_seed'])}"
                                          for _, r in effects.iterrows()) + ".")
     effects = horizon[horizon["role"] == "effect"]
     horizons = effects.drop_duplicates(["model", "dataset"])

@@ -5,11 +5,12 @@ was decided after earlier data was seen, report.history)."""
 
 from __future__ import annotations
 
+import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import sft_seeds
 from grpo_lambda.config.history import own_sft_seeds
-from grpo_lambda.tables.blocks_text import interval, level, p_value, table
+from grpo_lambda.tables.blocks_text import interval, level, p_value, signed_number, table
 from grpo_lambda.tables.labels import variant_label
 
 
@@ -53,6 +54,11 @@ def control_finding(config: dict, frame: pd.DataFrame | None, options: dict) -> 
         effect = interval(row["estimate"], row["estimate_low"], row["estimate_high"], True)
         lines.append(f"- **{name}** (predicted {row['predicted']}): {pair} {effect}, Holm p {p_value(row['p_holm'])}: "
                      f"**{row['outcome']}**" + (f" at {runs}" if row["outcome"] == "not resolved" else "") + ".")
+    if drawn > 1:
+        lines.append("  By SFT model (the mean effect over its RL seeds, SFT seeds "
+                     f"{', '.join(str(s) for s in sft_seeds(config))}): "
+                     + "; ".join(f"{r['dataset']} {sft_model_means(config, r['per_seed'])}"
+                                 for _, r in effects.iterrows()) + ".")
     positive = effects[effects["predicted"] == "ahead"]
     if len(positive) and (positive["outcome"] == "as predicted").all():
         lines.append("  The instrument sees the trace's effect where its gradient says it must: a null elsewhere "
@@ -62,6 +68,18 @@ def control_finding(config: dict, frame: pd.DataFrame | None, options: dict) -> 
                      "budget the instrument does not show a trace effect it should, so a null elsewhere says "
                      "as much about the instrument as about the trace.")
     return "\n".join(lines) + "\n"
+
+
+def sft_model_means(config: dict, text) -> str:
+    """A per-seed column ("seed:value ...") as the mean effect of each SFT model's block of RL seeds, in
+    sft.seeds order: how far apart the SFT models put the effect, beside the interval that counts them."""
+    from grpo_lambda.config import sft_seed_of
+
+    values = {}
+    for pair in (text if isinstance(text, str) else "").split():
+        seed, value = pair.split(":")
+        values.setdefault(sft_seed_of(config, int(seed)), []).append(float(value))
+    return ", ".join(signed_number(float(np.mean(values[s]))) if s in values else "–" for s in sft_seeds(config))
 
 
 def history(config: dict, options: dict) -> str:
