@@ -66,7 +66,7 @@ def summary(text: str) -> str:
     per_rule = Counter(sorted((job["rule"] for job in jobs), key=lambda rule: order.get(rule, len(order))))
     why = defaultdict(Counter)
     for job in jobs:
-        why[job["rule"]].update(set(job["reasons"]))
+        why[job["rule"]].update(list(dict.fromkeys(job["reasons"])))  # once each, in Snakemake's order (a set's varies by run)
     width = max(len(rule) for rule in per_rule)
     lines = [f"plan: {len(jobs)} jobs ({len(per_rule)} rules); `snakemake -n` lists each",
              f"  {'rule':<{width}}  jobs  why"]
