@@ -551,10 +551,8 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
                          f"ln(chain length) over {span}, Holm p {_p(trend['p_holm'])}{tost}{shape}). "
                          f"Per horizon: {per}.")
         if drawn > 1:
-            sentences.append("  By SFT model (the mean effect over its RL seeds, SFT seeds "
-                             f"{', '.join(str(s) for s in sft_seeds(config))}): "
-                             + "; ".join(f"{int(r['columns'])} columns {study_blocks.sft_model_means(config, r['per_seed'])}"
-                                         for _, r in effects.iterrows()) + ".")
+            sentences.append(study_blocks.by_sft_model(
+                config, [(f"{int(r['columns'])} columns", r["per_seed"]) for _, r in effects.iterrows()]))
     effects = horizon[horizon["role"] == "effect"]
     horizons = effects.drop_duplicates(["model", "dataset"])
     outside = horizons[horizons["in_band"] == False]  # noqa: E712 (None: no band declared)

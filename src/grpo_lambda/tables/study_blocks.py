@@ -55,10 +55,7 @@ def control_finding(config: dict, frame: pd.DataFrame | None, options: dict) -> 
         lines.append(f"- **{name}** (predicted {row['predicted']}): {pair} {effect}, Holm p {p_value(row['p_holm'])}: "
                      f"**{row['outcome']}**" + (f" at {runs}" if row["outcome"] == "not resolved" else "") + ".")
     if drawn > 1:
-        lines.append("  By SFT model (the mean effect over its RL seeds, SFT seeds "
-                     f"{', '.join(str(s) for s in sft_seeds(config))}): "
-                     + "; ".join(f"{r['dataset']} {sft_model_means(config, r['per_seed'])}"
-                                 for _, r in effects.iterrows()) + ".")
+        lines.append(by_sft_model(config, [(r["dataset"], r["per_seed"]) for _, r in effects.iterrows()]))
     positive = effects[effects["predicted"] == "ahead"]
     if len(positive) and (positive["outcome"] == "as predicted").all():
         lines.append("  The instrument sees the trace's effect where its gradient says it must: a null elsewhere "
@@ -80,6 +77,13 @@ def sft_model_means(config: dict, text) -> str:
         seed, value = pair.split(":")
         values.setdefault(sft_seed_of(config, int(seed)), []).append(float(value))
     return ", ".join(signed_number(float(np.mean(values[s]))) if s in values else "–" for s in sft_seeds(config))
+
+
+def by_sft_model(config: dict, named_per_seed: list[tuple[str, str]]) -> str:
+    """A finding's line of each SFT model's mean effect, one entry per (name, per-seed column)."""
+    return ("  By SFT model (the mean effect over its RL seeds, SFT seeds "
+            f"{', '.join(str(s) for s in sft_seeds(config))}): "
+            + "; ".join(f"{name} {sft_model_means(config, per_seed)}" for name, per_seed in named_per_seed) + ".")
 
 
 def history(config: dict, options: dict) -> str:
