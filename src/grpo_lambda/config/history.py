@@ -27,8 +27,7 @@ def history(config: dict, given) -> dict:
             isinstance(seeds, list) and all(isinstance(s, int) for s in seeds) for seeds in before.values()):
         raise ValueError("report.history.seeds_run_before must be {rl: [seeds], sft: [seeds]}")
     own = {"rl": list(config["seeds"]), "sft": own_sft_seeds(config)}
-    per_model = any("seed" in ((m or {}).get("sft") or {}) or ((m or {}).get("sft") or {}).get("seeds")
-                    for m in config["models"].values())
+    per_model = any(_seeds_of(block) for block in _model_sft_blocks(config))
     sft_label = ("sft.seeds" if (config.get("sft") or {}).get("seeds") else "sft.seed") + (
         " and models.X.sft" if per_model else "")
     for kind, label in (("rl", "seeds"), ("sft", sft_label)):
@@ -53,7 +52,14 @@ def history(config: dict, given) -> dict:
 
 def own_sft_seeds(config: dict) -> list[int]:
     """Every SFT seed the study trains: sft.seeds (or sft.seed, 0 by default) and each model's own sft block's."""
-    seeds = []
-    for block in [config.get("sft") or {}] + [(m or {}).get("sft") or {} for m in config["models"].values()]:
-        seeds += list(block.get("seeds") or ([block["seed"]] if "seed" in block else []))
+    seeds = [seed for block in [config.get("sft") or {}, *_model_sft_blocks(config)] for seed in _seeds_of(block)]
     return sorted(set(seeds)) or [0]
+
+
+def _model_sft_blocks(config: dict) -> list[dict]:
+    return [(model or {}).get("sft") or {} for model in config["models"].values()]
+
+
+def _seeds_of(block: dict) -> list[int]:
+    """The SFT seeds one sft block sets: its seeds, or its seed."""
+    return list(block.get("seeds") or ([block["seed"]] if "seed" in block else []))
