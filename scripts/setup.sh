@@ -19,6 +19,10 @@ _grpo_lambda_install() (
   local venv=$2 requirements=$3 overrides=$4 lock=$5
   shift 5
   local python=${PYTHON:-python3}
+  # One install at a time per environment: a second script (or test worker) started meanwhile waits for
+  # the first and then finds the environment current, instead of installing into the same folder.
+  exec 9>"$venv.lock"
+  flock 9
   "$python" -c 'import sys; assert sys.version_info >= (3, 11), f"Python >= 3.11 needed, found {sys.version}"'
   [ -x "$venv/bin/python" ] || "$python" -m venv "$venv"
   local stamp=$venv/.grpo-lambda-installed

@@ -83,7 +83,19 @@ def paper_slurm_plan() -> str:
 GPU_TESTS_ON = os.environ.get("GRPO_LAMBDA_GPU_TESTS_ON", "cuda")
 
 
+# The slow tests that take longest, longest first (docs/testing.md's CI figures): started first, so that on
+# several workers (pytest -n) the run does not end on one worker still in the rehearsal.
+LONGEST_FIRST = ("test_rehearsal.py", "test_default_sft.py", "test_pipeline.py", "test_nested_study.py",
+                 "test_preflight.py", "test_multinode.py")
+
+
+def _run_order(item) -> tuple:
+    file = item.path.name
+    return ("slow" not in item.keywords, LONGEST_FIRST.index(file) if file in LONGEST_FIRST else len(LONGEST_FIRST))
+
+
 def pytest_collection_modifyitems(config, items):
+    items.sort(key=_run_order)  # stable: each file's tests keep their order
     gpu_tests = [item for item in items if "gpu" in item.keywords]
     if not gpu_tests or GPU_TESTS_ON == "cpu":
         return
