@@ -16,9 +16,10 @@ import yaml
 
 from conftest import ROOT
 from grpo_lambda import config as study
-from grpo_lambda.config.families import declared_families
+from grpo_lambda.config.families import KEYS, declared_families
 from grpo_lambda.config.report import report_options
 from grpo_lambda.design import design_table, parse_effects, pilot_tables
+from grpo_lambda.tables.build import build_tables
 from grpo_lambda.stats import minimum_detectable_effect
 
 DEFAULT = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
@@ -86,29 +87,102 @@ def test_bad_report_families_are_refused_naming_the_key(report, message):
         study.validate(config)
 
 
-@pytest.fixture(scope="module", params=["default-run", "clamp-trace-run", "horizon-run"])
+@pytest.fixture(scope="module", params=["default-run", "clamp-trace-run", "horizon-run", "compare-run",
+                                        "positive-control-run", "horizon-ii-run"])
 def published(request):
     return request.param, pilot_tables(ROOT / "docs" / request.param)
 
 
-def test_the_declared_families_are_the_tables_families(published):
-    """From the config alone, each family's table, model, training set, name and size m, as the rebuilt
-    tables of a published run hold them (a 2 × 2, a horizon study with three training sets, a check-free
-    default): the design check and the tables read one rule."""
-    _, (config, tables) = published
-    options = report_options(config)
-    declared = {(f.table, f.model, f.dataset, f.column, f.name): f.size for f in declared_families(config, options)}
+# Where each table writes its families: (table, family column) -> the prefix of its procedure column.
+FAMILY_COLUMNS = {("paired", "family"): "", ("results_by_variant", "benchmark"): "gain_",
+                  ("learning_speed", "auc_family"): "auc_", ("learning_speed", "steps_family"): "steps_",
+                  ("factorial", "family"): "", ("horizon", "family"): ""}
+
+
+def tables_families(tables: dict) -> dict:
+    """(table, model, dataset, family column, name) -> (size, procedures) of every family the tables hold."""
     found = {}
-    for table, column in {(key[0], key[3]) for key in declared}:
-        frame = tables[table]
+    control = tables.get("control")
+    if control is not None and not control.empty:  # one family, Holm over its rows (no family column)
+        for model, rows in control.groupby("model"):
+            found[("control", model, "", "family", "control")] = (len(rows), {"holm"})
+    for (table, column), prefix in FAMILY_COLUMNS.items():
+        frame = tables.get(table)
+        if frame is None or column not in frame:
+            continue
         members = frame[frame[column].fillna("").astype(str) != ""]
         if table == "results_by_variant":
             members = members[members["gain"].notna()]  # the SFT model's own row has no gain
         spans_datasets = table == "horizon"  # a horizon family holds every training set's effect
         for key, rows in members.groupby(["model", column] if spans_datasets else ["model", "dataset", column]):
             model, dataset, name = (key[0], "", key[1]) if spans_datasets else key
-            found[(table, model, dataset, column, name)] = len(rows)
-    assert found == declared
+            found[(table, model, dataset, column, name)] = (len(rows), set(rows[f"{prefix}procedure"]))
+    return found
+
+
+def declared(config: dict) -> dict:
+    return {(f.table, f.model, f.dataset, f.column, f.name): (f.size, {f.procedure})
+            for f in declared_families(config, report_options(config))}
+
+
+def test_the_declared_families_are_the_tables_families(published):
+    """From the config alone, each family's table, model, training set, name, size m and procedure, as the
+    rebuilt tables of a published run hold them (a 2 × 2, a horizon study with three training sets, a
+    check-free default, max-T families, a positive control): the design check and the tables read one rule."""
+    _, (config, tables) = published
+    assert tables_families(tables) == declared(config)
+    # report.descriptive and report.multiplicity name a family by its key: every family has one they accept
+    assert all(f.key in KEYS for f in declared_families(config, report_options(config)))
+
+
+def test_a_familys_floor_and_the_units_it_needs_at_the_edges():
+    """The sign-flip test's floor is 2^(1−n) up to 16 units (enumerated) and 0 above (a t test), 0 for a t
+    test; Holm's family floor is m times it, max-T's the floor itself; a floor equal to α cannot reject (a
+    verdict asks p < α); two units of a seed-level test cannot reject at α 0.05, one is no test; a t test
+    needs 2 units, and no count above 17 is asked for (a t test from there)."""
+    from grpo_lambda.config.families import HOLM, MAX_T, Family
+
+    def family(units, size=1, procedure=HOLM, seed_level=True):
+        return Family("learning_speed", "m", "d", "reward AUC", "reward_auc", size, units, seed_level, procedure)
+
+    assert family(16).floor() == 2.0 ** -15 and family(17).floor() == 0.0
+    assert family(5, seed_level=False).floor() == 0.0
+    assert family(5, size=3).family_floor() == 3 * 2.0 ** -4
+    assert family(5, size=3, procedure=MAX_T).family_floor() == 2.0 ** -4
+    assert not family(3).reachable(0.25) and family(4).reachable(0.25)  # 2^-2 = α; 2^-3 < α
+    assert not family(2).reachable(0.05) and family(1).reachable(0.05)
+    assert family(8, seed_level=False).units_needed(0.05) == 2
+    assert family(2).units_needed(0.6) == 2  # 2^-1 < 0.6
+    assert family(4, size=10**6).units_needed(0.05) == 17
+    assert family(4, size=18).units_needed(0.05) == 10 and family(4, size=18, procedure=MAX_T).units_needed(0.05) == 6
+
+
+@pytest.mark.parametrize("report", [
+    {},  # GRPO-λ's row: the recent-style trace variants (λ 0.98 and 0.99) by the default selector
+    {"grpo_lambda_variant": "mean", "checks": ["same"]},
+    {"grpo_lambda_variant": {"qwen15": "bw99", "small": "mean"}},
+    {"grpo_lambda_variant": {"lam": 0.98, "gamma": 1.0, "eps": 0.0}},  # 0.98 only: its γ and ε by default
+    {"grpo_lambda_variant": {"style": "both", "form": "relative"}},
+    {"grpo_lambda_variant": {"lam": 0.5}},  # matches none: every GRPO-λ variant
+    {"baseline": "rt99"},  # a baseline of another objective: GRPO is a row of its own
+    {"descriptive": ["gain_over_sft", "per_suite_accuracy", "reward_auc"], "multiplicity": {"steps_to_threshold": "max_t"}},
+], ids=["default", "mean-and-a-check", "per-model", "lam-0.98", "both-style", "no-match", "lambda-baseline",
+        "descriptive-and-max-t"])
+def test_the_declared_families_are_the_tables_families_on_a_tree_with_several_training_sets(tree, report):
+    """The synthetic tree (a model on two training sets with three GRPO-λ variants, one on one set with a
+    check line): which variants Table 1's GRPO-λ row pools, which lines get a row over all training sets,
+    which families a check line or report.descriptive takes out, and each family's procedure are one rule
+    for the tables and the design check. The tree's variants leave γ, ε and the style to their defaults."""
+    root, config = tree
+    config = copy.deepcopy(config)
+    for name in ("rt98", "rt99"):
+        config["variants"][name] = {"objective": "grpo_lambda", "lam": config["variants"][name]["lam"]}
+    config["report"] = report
+    expected = declared(config)
+    found = tables_families(build_tables(config, root))
+    assert found == expected
+    assert {key for _, _, _, _, key in expected} >= {"per-suite accuracy"}
+    assert all(f.key in KEYS for f in declared_families(config, report_options(config)))
 
 
 def test_with_a_pilot_the_mde_is_the_tables_at_the_same_seeds_and_shrinks_as_one_over_root_n():

@@ -17,6 +17,8 @@ One module per job, each importing only those below it:
                 ``check_design``, run where jobs are about to run: every comparison family can reject
 ``families``    the comparison families a study declares and whether each can reject at its seeds (the rules
                 the tables name their families by)
+``methods``     Table 1's methods and the variants each row pools (``method_variants``), a variant's spec with
+                GRPO-λ's defaults (``variant_spec``): read by the tables and by ``families``
 ``settings``    the cells of the grid (``rl_cells``) and what each stage of one cell reads (``stage_settings``,
                 ``rl_settings``, ``sft_settings``, ...)
 ``trl_fields``  TRL's config fields and their defaults, read from its source (``trl_config_fields``)

@@ -26,6 +26,7 @@ import math
 import re
 from dataclasses import dataclass
 
+from grpo_lambda.config.methods import method_variants
 from grpo_lambda.config.settings import model_datasets, model_variants
 
 # Roles of a comparison (the tables' ``role`` column) and the names the tables give the benchmark average
@@ -231,24 +232,6 @@ def _targets(config: dict) -> list[str]:
     return [*config["benchmarks"], AVERAGE]
 
 
-def _pooled_grpo_lambda(config: dict, model: str, options: dict) -> list[str]:
-    """The GRPO-λ variants Table 1's GRPO-λ row pools for ``model`` (grpo_lambda.tables.labels.method_variants,
-    whose rule this repeats for the paired table's rows over all training sets)."""
-    variants = model_variants(config, model)
-    pooled = [v for v in variants if config["variants"][v]["objective"] == "grpo_lambda"]
-    choice = options["grpo_lambda_variant"][model]
-    if choice == "mean":
-        return pooled
-    if isinstance(choice, str):
-        return [choice] if choice in variants else []
-    defaults = {"style": "recent", "update": "trace", "form": "relative", "gamma": 1.0, "eps": 0.0}
-    chosen = [v for v in pooled if all(
-        (math.isclose(float(value), float(wanted), abs_tol=1e-9) if isinstance(value, (int, float))
-         and isinstance(wanted, (int, float)) else value == wanted)
-        for field, wanted in choice.items() for value in [{**defaults, **config["variants"][v]}.get(field)])]
-    return chosen or pooled
-
-
 def _paired_rows(config: dict, options: dict, model: str) -> list[tuple[str, tuple[str, str]]]:
     """(dataset, (role, family)) of every row of the paired table of ``model`` with a test."""
     baseline, datasets = options["baseline"], model_datasets(config, model)
@@ -256,14 +239,10 @@ def _paired_rows(config: dict, options: dict, model: str) -> list[tuple[str, tup
     variants = model_variants(config, model)
     rows = [(dataset, paired_family(options, [v], dataset, target, several))
             for dataset in datasets for v in variants if v != baseline for target in _targets(config)]
-    if several:  # Table 1's methods, keyed as method_variants keys them (a variant named grpo is the grpo row)
-        grpo_baseline = config["variants"][baseline]["objective"] == "grpo"
-        methods = {"grpo": [baseline] if grpo_baseline else [], "grpo_lambda": _pooled_grpo_lambda(config, model, options)}
-        methods.update({v: [v] for v in variants if config["variants"][v]["objective"] != "grpo_lambda"
-                        and not (grpo_baseline and v == baseline)})
+    if several:  # Table 1's methods over all training sets, as the paired table writes them
         rows += [(ALL_DATASETS, paired_family(options, pooled, ALL_DATASETS, target, True))
-                 for method, pooled in methods.items() if method != "grpo" and pooled and pooled != [baseline]
-                 for target in _targets(config)]
+                 for method, pooled in method_variants(config, model, options).items()
+                 if method != "grpo" and pooled != [baseline] for target in _targets(config)]
     return rows
 
 

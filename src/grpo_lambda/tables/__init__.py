@@ -59,7 +59,7 @@ Options, under ``report:`` in the config (all optional; ``grpo_lambda.config.val
                         0.99 for the 1.5B models, λ 0.99 alone for 3B and 7B), to the printed
                         precision. A selector that matches no variant falls back to ``"mean"``.
                         This is the only row that pools variants: every other Table 1 row is one
-                        variant under its own label (``labels.method_variants``).
+                        variant under its own label (``grpo_lambda.config.methods.method_variants``).
 ``equivalence_margin``  ({}) margins per metric, ``{accuracy: 0.02, reward_auc: 0.005}``: a difference
                         within ±margin by TOST after Holm is ``equivalent``; no margin, no such verdict.
 ``primary`` ("paired")  the table whose mean-accuracy comparisons are the study's one primary Holm family:
@@ -117,8 +117,9 @@ One module per job:
 ``keys``        the keys of a cell (``KEYS``), the names ``final``, ``sft``, ``average``, ``all``
 (the ``report:`` options above, ``report_options`` and ``REPORT_DEFAULTS``, are ``grpo_lambda.config.report``'s:
 the config's checks read them before any job, so they live below both)
-``labels``      variants and methods: ``variant_spec``, ``variant_label`` (one label per variant, everywhere),
-                ``method_variants`` (Table 1's rows), ``method_label``, the published twin of a variant
+``labels``      variants' and methods' names: ``variant_label`` (one label per variant, everywhere),
+                ``method_label``, the published twin of a variant (Table 1's rows, ``method_variants``, and
+                ``variant_spec`` are ``grpo_lambda.config.methods``': the design check reads the same rule)
 ``collect``     reading the results folder: ``collect_samples``, ``summarise``, ``sampled_per_problem``,
                 ``missing_cells``, ``collect_train_logs``, ``collect_provenance``, ``expected_cells``,
                 ``load_published``

@@ -11,7 +11,8 @@ import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
 from grpo_lambda.tables.keys import AVERAGE
-from grpo_lambda.tables.labels import _lam_text, _matches, objective, variant_spec
+from grpo_lambda.config.methods import matches as _matches, variant_spec
+from grpo_lambda.tables.labels import _lam_text, objective
 
 COLUMNS = ["dataset", "variant_selector", "models", "grpo", "grpo_lambda", "gain", "published_models",
            "published_gain"]
