@@ -58,6 +58,7 @@ declare -A TESTS=(
   [design]="tests/config/test_families.py"
   [control]="tests/test_control.py"
   [history]="tests/config/test_history.py"
+  [methods]="tests/test_tables.py tests/config/test_families.py tests/test_paired.py"
 )
 # module -> tests of its files left out (--deselect): those that run a subprocess (which mutmut's coverage does
 # not follow) or train, and kill nothing in the module for their minutes
@@ -83,13 +84,14 @@ declare -A SOURCES=(
   [families]="src/grpo_lambda/config/families.py"
   [control]="src/grpo_lambda/tables/control.py"
   [history]="src/grpo_lambda/config/history.py"
+  [methods]="src/grpo_lambda/config/methods.py"
 )
 # The trainer's loss path (trainer.py and trainer_config.py): mutants of these functions only.
 LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params _widest_completion
            _resolve_advantage_clamp)
 MODULES=("$@")
 [[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives trainer stats rewards aggregate config variants registry
-                                        prepare horizon advantages families design control history)
+                                        prepare horizon advantages families design control history methods)
 
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 unset PYTHONPATH  # mutmut puts its mutated copy of src/ first on the path

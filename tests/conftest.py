@@ -83,10 +83,12 @@ def paper_slurm_plan() -> str:
 GPU_TESTS_ON = os.environ.get("GRPO_LAMBDA_GPU_TESTS_ON", "cuda")
 
 
-# The slow tests that take longest, longest first (docs/testing.md's CI figures): started first, so that on
-# several workers (pytest -n) the run does not end on one worker still in the rehearsal.
-LONGEST_FIRST = ("test_rehearsal.py", "test_default_sft.py", "test_pipeline.py", "test_nested_study.py",
-                 "test_preflight.py", "test_multinode.py")
+# The test files whose slow tests take longest, longest first (docs/testing.md's CI figures), then the other
+# slow tests: on several workers (pytest -n) they start first, on different workers (_deal_longest), and the
+# run does not end on one worker still in the rehearsal.
+LONGEST_FIRST = ("test_rehearsal.py", "test_default_sft.py", "test_pipeline.py", "test_vllm.py", "test_preflight.py",
+                 "test_spread.py", "test_nested_study.py", "test_multinode.py", "test_quoted_paths.py",
+                 "test_seed_interval.py", "test_resume.py")
 
 
 def _run_order(item) -> tuple:
@@ -94,8 +96,24 @@ def _run_order(item) -> tuple:
     return ("slow" not in item.keywords, LONGEST_FIRST.index(file) if file in LONGEST_FIRST else len(LONGEST_FIRST))
 
 
+def _deal_longest(items: list, workers: int) -> None:
+    """Under ``pytest -n N --dist loadfile --no-loadscope-reorder`` (scripts/run_tests.sh) xdist hands out
+    whole files in this order, one to each worker, then a second to each, then one to whichever worker frees
+    first: the N longest files first, then N short ones (so no long file waits behind another), then the rest.
+    A file stays on one worker, so a module's fixture (the rehearsal, the pipeline run) is made once."""
+    files = list(dict.fromkeys(item.path for item in items))
+    if workers < 2 or len(files) < 2 * workers:
+        return
+    slow = {item.path for item in items if "slow" in item.keywords}
+    short = [path for path in files[workers:] if path not in slow][-workers:]
+    order = files[:workers] + short + [path for path in files[workers:] if path not in short]
+    position = {path: index for index, path in enumerate(order)}
+    items.sort(key=lambda item: position[item.path])
+
+
 def pytest_collection_modifyitems(config, items):
     items.sort(key=_run_order)  # stable: each file's tests keep their order
+    _deal_longest(items, int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "0")))
     gpu_tests = [item for item in items if "gpu" in item.keywords]
     if not gpu_tests or GPU_TESTS_ON == "cpu":
         return
