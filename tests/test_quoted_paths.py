@@ -20,6 +20,8 @@ def test_the_pipeline_runs_under_a_results_folder_with_a_space_and_a_quote(tmp_p
     del config["models"]["tiny-shared"]  # its chat SFT set is a repository file, relative to test_pipeline's folder
     # A model made by the pipeline is named under the results folder, wherever that is.
     config["models"]["tiny-distill"]["source"] = f"{ODD_RESULTS}/tiny/arith/sft/model"
+    # Every rule's command runs; RL need not learn here (test_pipeline's run checks that): one step fewer.
+    config["rl"]["max_steps"] = 3
     config_file = tmp_path / "config.yaml"
     config_file.write_text(yaml.safe_dump(config))
     result = subprocess.run([sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"),

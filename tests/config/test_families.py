@@ -88,7 +88,7 @@ def test_bad_report_families_are_refused_naming_the_key(report, message):
 
 
 @pytest.fixture(scope="module", params=["default-run", "clamp-trace-run", "horizon-run", "compare-run",
-                                        "positive-control-run", "horizon-ii-run"])
+                                        "positive-control-run"])
 def published(request):
     return request.param, pilot_tables(ROOT / "docs" / request.param)
 
@@ -128,7 +128,8 @@ def declared(config: dict) -> dict:
 def test_the_declared_families_are_the_tables_families(published):
     """From the config alone, each family's table, model, training set, name, size m and procedure, as the
     rebuilt tables of a published run hold them (a 2 × 2, a horizon study with three training sets, a
-    check-free default, max-T families, a positive control): the design check and the tables read one rule."""
+    check-free default, a comparison with max-T families, a positive control): the design check and the tables
+    read one rule."""
     _, (config, tables) = published
     assert tables_families(tables) == declared(config)
     # report.descriptive and report.multiplicity name a family by its key: every family has one they accept
@@ -159,15 +160,13 @@ def test_a_familys_floor_and_the_units_it_needs_at_the_edges():
 
 @pytest.mark.parametrize("report", [
     {},  # GRPO-λ's row: the recent-style trace variants (λ 0.98 and 0.99) by the default selector
-    {"grpo_lambda_variant": "mean", "checks": ["same"]},
+    {"grpo_lambda_variant": "mean", "checks": ["same"],
+     "descriptive": ["gain_over_sft", "per_suite_accuracy", "reward_auc"], "multiplicity": {"steps_to_threshold": "max_t"}},
     {"grpo_lambda_variant": {"qwen15": "bw99", "small": "mean"}},
-    {"grpo_lambda_variant": {"lam": 0.98, "gamma": 1.0, "eps": 0.0}},  # 0.98 only: its γ and ε by default
-    {"grpo_lambda_variant": {"style": "both", "form": "relative"}},
+    {"grpo_lambda_variant": {"lam": 0.98, "gamma": 1.0, "eps": 0.0, "form": "relative"}},  # γ, ε, form by default
     {"grpo_lambda_variant": {"lam": 0.5}},  # matches none: every GRPO-λ variant
     {"baseline": "rt99"},  # a baseline of another objective: GRPO is a row of its own
-    {"descriptive": ["gain_over_sft", "per_suite_accuracy", "reward_auc"], "multiplicity": {"steps_to_threshold": "max_t"}},
-], ids=["default", "mean-and-a-check", "per-model", "lam-0.98", "both-style", "no-match", "lambda-baseline",
-        "descriptive-and-max-t"])
+], ids=["default", "mean-check-descriptive-max-t", "per-model", "lam-0.98", "no-match", "lambda-baseline"])
 def test_the_declared_families_are_the_tables_families_on_a_tree_with_several_training_sets(tree, report):
     """The synthetic tree (a model on two training sets with three GRPO-λ variants, one on one set with a
     check line): which variants Table 1's GRPO-λ row pools, which lines get a row over all training sets,
