@@ -70,8 +70,6 @@ declare -A DESELECT=(
                 tests/test_advantages.py::test_the_80_20_control_leaves_gradient_on_the_top_20_percent_entropy_tokens_only"
   [stats]="tests/test_nested_intervals.py::test_the_nested_interval_covers_where_one_sft_model_does_not
            tests/test_seed_interval.py::test_coverage_of_the_seed_level_procedures_is_what_the_docs_quote"
-  [families]="tests/config/test_families.py::test_design_check_prints_every_family_and_exits_1_when_one_cannot_reject"
-  [design]="tests/config/test_families.py::test_design_check_prints_every_family_and_exits_1_when_one_cannot_reject"
 )
 # module -> the source it mutates (a module of its own unless named here)
 declare -A SOURCES=(

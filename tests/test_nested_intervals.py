@@ -110,3 +110,51 @@ def test_the_nested_interval_covers_where_one_sft_model_does_not(sigma):
     assert one_model < {0.01: 0.95, 0.02: 0.90, 0.03: 0.80}[sigma]
     if sigma == 0.03:
         assert unclustered < nested - 0.03
+
+
+def test_cluster_means_average_each_sft_models_seeds_in_the_order_the_models_first_appear():
+    """The units of a nested design's seed-level test: each SFT model's mean over its RL seeds, NaN seeds left
+    out, a model whose seeds are all NaN dropped; a cluster list of another length is refused, naming both."""
+    from grpo_lambda.stats import cluster_means
+
+    nan = float("nan")
+    means, names = cluster_means([1.0, 3.0, nan, 10.0, 20.0, nan, nan], [0, 1, 2, 3, 4, 5, 6],
+                                 ["b", "b", "c", "a", "a", "c", "b"])
+    assert names == ("b", "a") and means.tolist() == [2.0, 15.0]
+    means, names = cluster_means([1, 2, 4], [0, 1, 2], [7, 7, 7])  # integers are values too
+    assert names == (7,) and means.tolist() == pytest.approx([7 / 3])
+    with pytest.raises(ValueError, match="3 values but 2 clusters"):
+        cluster_means([1.0, 2.0, 3.0], [0, 1, 2], ["a", "b"])
+
+
+# One seed stratum × one benchmark, 3 × 3 by hand: the seeds' totals 0, 2, 2 → n/(n−1)·Σ(x−x̄)² = 4.0 (df 2);
+# the problems' totals 1, 1, 2 → 1.0 (df 2); the seed × problem residual's squares sum to 10/9, times
+# gh/((g−1)(h−1)) = 9/4: 2.5 (df 4).
+CROSSED = np.array([[0, 0, 0], [0, 1, 1], [1, 0, 1]], dtype=float)
+
+
+def _components_of(scores, row_strata, column_strata, blocks):
+    from grpo_lambda.stats import _components
+
+    return _components(np.asarray(scores, dtype=float), [np.asarray(r) for r in row_strata],
+                       [np.asarray(c) for c in column_strata], set(blocks))
+
+
+def test_the_variance_components_by_hand_with_a_stratum_left_out_on_either_side():
+    """The truncated estimator (grpo_lambda.stats module docstring): a stratum whose spread is no larger than the
+    seed × problem parts it holds is left out; the seed × problem part then counts through the side kept; a left-
+    out seed stratum and its blocks still count in the df (their v²/df: 1²/2 + 2.5²/4 = 2.0625)."""
+    r3, c3 = np.arange(3), np.arange(3)
+    # the problems' 1.0 ≤ 2.5: left out, the seeds' 4.0 kept, the crossed part through them
+    assert _components_of(CROSSED, [r3], [c3], [(0, 0)]) == ([(4.0, 2, 1.0)], 0)
+    components, left_out = _components_of(CROSSED.T, [r3], [c3], [(0, 0)])  # the seeds' 1.0 ≤ 2.5: left out
+    assert components == [(4.0, 2, 1.0)] and left_out == pytest.approx(1 / 2 + 2.5 ** 2 / 4)
+    # Two seed strata, two benchmarks, each stratum on its own benchmark: stratum 1 (2 seeds) on a one-column
+    # benchmark is kept (its seed × problem part cannot be told apart), whatever its spread (totals 1, 0: 1.0).
+    scores = np.zeros((5, 4))
+    scores[:3, :3], scores[3, 3] = CROSSED.T, 1
+    components, left_out = _components_of(scores, [r3, [3, 4]], [c3, [3]], [(0, 0), (1, 1)])
+    assert components == [(1.0, 1, 1.0), (4.0, 2, 1.0)] and left_out == pytest.approx(2.0625)
+    # The same with seeds and problems swapped: benchmark 1 (2 columns) beside a one-seed stratum is kept, and
+    # benchmark 0 (1.0 ≤ 2.5) left out; no seed stratum is left out, so nothing is added to the df.
+    assert _components_of(scores.T, [r3, [3]], [c3, [3, 4]], [(0, 0), (1, 1)]) == ([(4.0, 2, 1.0), (1.0, 1, 1.0)], 0)

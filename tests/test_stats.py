@@ -405,3 +405,15 @@ def test_a_left_out_seed_stratum_still_counts_in_the_df():
     # seeds that answer alike leave nothing out: the interval is the problems' alone, at their df
     same = paired_difference(np.vstack([treated[0]] * 4), np.vstack([baseline[0]] * 4))
     assert same.df == pytest.approx(999)
+
+
+def test_the_sign_flip_equivalence_p_is_the_larger_of_its_two_one_sided_tests():
+    """TOST by sign flips at margin 1: five differences of 0 lie inside it, each side's exact p 2^-5; five of 2
+    (or −2) lie outside, and the side they are beyond gives 1; none is NaN; above 16 values the t test's."""
+    from grpo_lambda.stats import sign_flip_equivalence_p, t_interval
+
+    assert sign_flip_equivalence_p([0.0] * 5, 1.0) == pytest.approx(2 ** -5)
+    assert sign_flip_equivalence_p([2.0] * 5, 1.0) == 1.0 and sign_flip_equivalence_p([-2.0] * 5, 1.0) == 1.0
+    assert math.isnan(sign_flip_equivalence_p([], 1.0))
+    values = np.linspace(-0.2, 0.3, 17)
+    assert sign_flip_equivalence_p(values, 0.5) == pytest.approx(t_interval(values).equivalence_p(0.5))

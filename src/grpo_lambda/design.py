@@ -68,9 +68,9 @@ def scaled_mde(se: float, df: float, pilot_units: int, n: int, family: Family, a
     if n < 2:
         return math.inf
     se_n = se * math.sqrt(pilot_units / n)
-    if family.seed_level:
-        floor = 2.0 ** (1 - n) * (family.size if family.procedure == HOLM else 1) if n <= 16 else 0.0
-        return minimum_detectable_effect(se_n, n - 1, alpha / family.size, POWER) if floor < alpha else math.inf
+    if family.seed_level:  # the family's own floor at n units (Family.family_floor), not only the MDE
+        reachable = replace(family, units=n).family_floor() < alpha
+        return minimum_detectable_effect(se_n, n - 1, alpha / family.size, POWER) if reachable else math.inf
     df_n = df * (n - 1) / (pilot_units - 1) if pilot_units > 1 and math.isfinite(df) else df
     return minimum_detectable_effect(se_n, df_n, alpha / family.size, POWER)
 

@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import copy
 import math
+from dataclasses import replace
 import subprocess
 import sys
 
 import pytest
 import yaml
 
-from conftest import ROOT
+from conftest import ROOT, run_main
 from grpo_lambda import config as study
 from grpo_lambda.config.families import KEYS, declared_families
 from grpo_lambda.config.report import report_options
@@ -216,7 +217,7 @@ def run_cli(*argv):
 
 
 def test_design_check_prints_every_family_and_exits_1_when_one_cannot_reject():
-    done = run_cli("design-check", "--configfile", str(COMPARE), "--set", "report.multiplicity=holm")
+    done = run_main("design-check", "--configfile", COMPARE, "--set", "report.multiplicity=holm", cwd=ROOT)
     assert done.returncode == 1, done.stderr
     lines = [line for line in done.stdout.splitlines() if line.startswith("learning_speed")]
     auc = next(line for line in lines if "| reward AUC " in line)
@@ -224,5 +225,58 @@ def test_design_check_prints_every_family_and_exits_1_when_one_cannot_reject():
     assert "cannot reject" in done.stdout
     refused = run_cli("validate", "--config-only", "--configfile", str(COMPARE), "--set", "report.multiplicity=holm")
     assert refused.returncode == 2 and "'reward AUC' family" in refused.stderr
-    shipped = run_cli("design-check", "--configfile", str(COMPARE))
+    shipped = run_main("design-check", "--configfile", COMPARE, cwd=ROOT)
     assert shipped.returncode == 0 and "| max_t " in shipped.stdout
+
+
+def test_the_mde_at_n_units_scales_the_pilot_and_is_none_where_the_family_cannot_reject():
+    """A pilot standard error from 4 units at n units is se·√(4/n); a seed-level family's MDE has df n − 1 at
+    Holm's α/m, and none where the family's own floor at n units reaches α (Holm over 3 at 6 units: 3 × 2^-5 =
+    0.094; max-T: 2^-5 = 0.031; beyond 16 units a t test, no floor); a t-test family's df scale by (n − 1)/3."""
+    from grpo_lambda.config.families import HOLM, MAX_T, Family
+    from grpo_lambda.design import POWER, scaled_mde
+
+    seed_level = Family("learning_speed", "m", "d", "reward AUC", "reward_auc", 3, 4, True, HOLM)
+    assert scaled_mde(0.02, 3.0, 4, 16, seed_level, 0.05) == pytest.approx(
+        minimum_detectable_effect(0.01, 15, 0.05 / 3, POWER))
+    assert scaled_mde(0.02, 3.0, 4, 6, seed_level, 0.05) == math.inf
+    assert scaled_mde(0.02, 3.0, 4, 6, replace(seed_level, procedure=MAX_T), 0.05) == pytest.approx(
+        minimum_detectable_effect(0.02 * math.sqrt(4 / 6), 5, 0.05 / 3, POWER))
+    huge = replace(seed_level, size=10**6)
+    assert scaled_mde(0.02, 3.0, 4, 16, huge, 0.05) == math.inf and math.isfinite(scaled_mde(0.02, 3.0, 4, 17, huge, 0.05))
+    t_test = replace(seed_level, seed_level=False)
+    assert scaled_mde(0.02, 30.0, 4, 16, t_test, 0.05) == pytest.approx(
+        minimum_detectable_effect(0.01, 30.0 * 15 / 3, 0.05 / 3, POWER))
+    assert math.isfinite(scaled_mde(0.02, 30.0, 4, 2, t_test, 0.05)) and scaled_mde(0.02, 30.0, 4, 1, t_test, 0.05) == math.inf
+
+
+def test_a_pilots_rows_are_the_familys_in_its_model_with_a_standard_error_above_zero():
+    """The pilot's comparisons of a family: in the family's model (and training set) where the pilot has it,
+    else wherever the pilot has the family; a comparison whose standard error is 0 (a check line identical to
+    its baseline) or undefined is no pilot; a table or column the pilot lacks gives none."""
+    import pandas as pd
+
+    from grpo_lambda.config.families import HOLM, Family
+    from grpo_lambda.design import pilot_rows
+
+    frame = pd.DataFrame({"model": ["a", "a", "b", "b", "a"], "dataset": ["x", "x", "x", "x", "y"],
+                          "family": ["primary"] * 5, "se": [0.01, 0.0, 0.02, float("nan"), 0.03]})
+    family = Family("paired", "a", "x", "primary", "primary", 1, 4, False, HOLM)
+    assert pilot_rows(family, {"paired": frame})["se"].tolist() == [0.01]
+    assert pilot_rows(replace(family, model="b"), {"paired": frame})["se"].tolist() == [0.02]
+    assert pilot_rows(replace(family, model="c", dataset="z"), {"paired": frame})["se"].tolist() == [0.01, 0.02, 0.03]
+    assert pilot_rows(family, {"factorial": frame}).empty
+    assert pilot_rows(replace(family, column="auc_family"), {"paired": frame}).empty
+
+
+def test_can_reject_says_yes_no_no_test_or_what_holm_would_have_done_for_a_descriptive_family():
+    from grpo_lambda.config.families import DESCRIPTIVE, HOLM, Family
+    from grpo_lambda.design import _can_reject
+
+    family = Family("learning_speed", "m", "d", "reward AUC", "reward_auc", 3, 8, True, HOLM)
+    assert _can_reject(family, 0.05) == "yes"  # 3 × 2^-7 < 0.05
+    assert _can_reject(replace(family, units=6), 0.05) == "NO"  # 3 × 2^-5 ≥ 0.05
+    assert _can_reject(replace(family, units=1), 0.05) == "no test (1 unit)"
+    assert _can_reject(replace(family, procedure=DESCRIPTIVE), 0.05) == "yes, descriptive"
+    assert _can_reject(replace(family, units=6, procedure=DESCRIPTIVE), 0.05) == "no, descriptive"
+    assert _can_reject(replace(family, units=1, seed_level=False), 0.05) == "yes"  # a t test has no floor
