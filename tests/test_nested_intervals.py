@@ -158,3 +158,35 @@ def test_the_variance_components_by_hand_with_a_stratum_left_out_on_either_side(
     # The same with seeds and problems swapped: benchmark 1 (2 columns) beside a one-seed stratum is kept, and
     # benchmark 0 (1.0 ≤ 2.5) left out; no seed stratum is left out, so nothing is added to the df.
     assert _components_of(scores.T, [r3, [3]], [c3, [3, 4]], [(0, 0), (1, 1)]) == ([(4.0, 2, 1.0), (1.0, 1, 1.0)], 0)
+
+
+def test_the_seed_level_interval_of_a_nested_design_is_over_the_sft_models_means():
+    """seed_interval with clusters: the units are the SFT models' means (8 RL seeds on 4 SFT models are 4
+    values, named by model), so its p-value's floor is 2^(1−4), not 2^(1−8)."""
+    from grpo_lambda.stats import seed_interval
+
+    values = [0.10, 0.30, 0.20, 0.40, -0.10, 0.10, 0.50, 0.70]
+    nested = seed_interval(values, seeds=list(range(8)), clusters=["a", "a", "b", "b", "c", "c", "d", "d"])
+    alone = seed_interval([0.20, 0.30, 0.00, 0.60], seeds=["a", "b", "c", "d"])
+    assert nested.values == pytest.approx(alone.values) and nested.seeds == ("a", "b", "c", "d")
+    assert (nested.estimate, nested.low, nested.high, nested.se, nested.df) == pytest.approx(
+        (alone.estimate, alone.low, alone.high, alone.se, alone.df))
+    assert nested.df == 3 and nested.p_floor() == pytest.approx(2 ** -3)
+
+
+def test_the_seed_level_interval_at_its_edges_one_value_all_zero_and_beyond_16_units():
+    """One value: its estimate, no interval; every value 0 (a check line that is its baseline): 0 with a zero
+    width and n − 1 df; the standard error s/√n for the MDE; above 16 units the t interval."""
+    from grpo_lambda.stats import seed_interval, t_interval
+
+    one = seed_interval([0.25, float("nan")], seeds=["x", "y"])
+    assert one.estimate == 0.25 and math.isnan(one.low) and math.isnan(one.high) and one.seeds == ("x",)
+    zero = seed_interval([0.0] * 5)
+    assert (zero.estimate, zero.low, zero.high, zero.se, zero.df) == (0.0, 0.0, 0.0, 0.0, 4)
+    five = seed_interval([0.1, 0.3, 0.2, 0.6, 0.3])
+    assert five.se == pytest.approx(np.std([0.1, 0.3, 0.2, 0.6, 0.3], ddof=1) / math.sqrt(5)) and five.df == 4
+    many = np.linspace(-0.1, 0.5, 17)
+    t = t_interval(many, 0.9)
+    assert (seed_interval(many, 0.9).low, seed_interval(many, 0.9).high) == pytest.approx((t.low, t.high))
+    sixteen = seed_interval(many[:16])  # still the exact test: its p never below 2^(1−16)
+    assert sixteen.values is not None and sixteen.p_floor() == pytest.approx(2 ** -15)
