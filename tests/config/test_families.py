@@ -211,6 +211,28 @@ def test_with_a_pilot_the_mde_is_the_tables_at_the_same_seeds_and_shrinks_as_one
         parse_effects(["auc=0.01"])
 
 
+def test_a_pilots_typical_and_widest_comparisons_give_the_two_mdes_and_a_descriptive_family_counts_holms_units():
+    """With a pilot, a family's MDE is its median comparison's and the widest its largest standard error's, at
+    α/m (config.yaml against its own run: the 5 per-suite gaps, at the pilot's 4 seeds); a descriptive family's
+    units needed are Holm's (compare.yaml's 18 reward AUC gaps: 10 seeds, not max-T's 6)."""
+    from grpo_lambda.design import pilot_rows
+
+    config = study.load(ROOT / "config" / "config.yaml")
+    pilot = pilot_tables(ROOT / "docs" / "default-run")
+    row = design_table(config, pilot).set_index(["table", "family"]).loc[("paired", "per-suite accuracy")]
+    family = next(f for f in declared_families(config, report_options(config))
+                  if (f.table, f.name) == ("paired", "per-suite accuracy"))
+    rows = pilot_rows(family, pilot[1]).sort_values("se")
+    assert row["pilot_comparisons"] == len(rows) == family.size == 5
+    median, widest = rows.iloc[len(rows) // 2], rows.iloc[-1]
+    assert row["mde"] == pytest.approx(minimum_detectable_effect(median["se"], median["df"], 0.05 / 5))
+    assert row["mde_widest"] == pytest.approx(minimum_detectable_effect(widest["se"], widest["df"], 0.05 / 5))
+    assert row["mde"] < row["mde_widest"]
+    compare = study.load(COMPARE, ["report.multiplicity=holm", "report.descriptive=[reward_auc]"])
+    auc = design_table(compare).set_index(["table", "family"]).loc[("learning_speed", "reward AUC")]
+    assert (auc["units_needed"], auc["can_reject"]) == (10, "no, descriptive")
+
+
 def run_cli(*argv):
     return subprocess.run([sys.executable, "-m", "grpo_lambda.cli", *argv], capture_output=True, text=True,
                           cwd=ROOT, timeout=300)
@@ -248,6 +270,11 @@ def test_the_mde_at_n_units_scales_the_pilot_and_is_none_where_the_family_cannot
     assert scaled_mde(0.02, 30.0, 4, 16, t_test, 0.05) == pytest.approx(
         minimum_detectable_effect(0.01, 30.0 * 15 / 3, 0.05 / 3, POWER))
     assert math.isfinite(scaled_mde(0.02, 30.0, 4, 2, t_test, 0.05)) and scaled_mde(0.02, 30.0, 4, 1, t_test, 0.05) == math.inf
+    # a pilot of two units scales its df by (n − 1)/1; one of one unit keeps its df (no spread to scale)
+    assert scaled_mde(0.02, 4.0, 2, 4, t_test, 0.05) == pytest.approx(
+        minimum_detectable_effect(0.02 * math.sqrt(2 / 4), 12.0, 0.05 / 3, POWER))
+    assert scaled_mde(0.02, 5.0, 1, 4, t_test, 0.05) == pytest.approx(
+        minimum_detectable_effect(0.01, 5.0, 0.05 / 3, POWER))
 
 
 def test_a_pilots_rows_are_the_familys_in_its_model_with_a_standard_error_above_zero():
@@ -277,6 +304,7 @@ def test_can_reject_says_yes_no_no_test_or_what_holm_would_have_done_for_a_descr
     assert _can_reject(family, 0.05) == "yes"  # 3 × 2^-7 < 0.05
     assert _can_reject(replace(family, units=6), 0.05) == "NO"  # 3 × 2^-5 ≥ 0.05
     assert _can_reject(replace(family, units=1), 0.05) == "no test (1 unit)"
+    assert _can_reject(replace(family, units=2, size=1), 0.05) == "NO"  # two units: a test, floor 0.5
     assert _can_reject(replace(family, procedure=DESCRIPTIVE), 0.05) == "yes, descriptive"
     assert _can_reject(replace(family, units=6, procedure=DESCRIPTIVE), 0.05) == "no, descriptive"
     assert _can_reject(replace(family, units=1, seed_level=False), 0.05) == "yes"  # a t test has no floor
