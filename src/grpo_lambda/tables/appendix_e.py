@@ -8,9 +8,9 @@ from collections.abc import Iterable
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
+from grpo_lambda.config.methods import variant_spec
 from grpo_lambda.tables.cells import targets
 from grpo_lambda.tables.keys import SFT
-from grpo_lambda.config.methods import variant_spec
 from grpo_lambda.tables.labels import _lam_text, _published_variant, objective, variant_label
 
 def _variant_order(config: dict, variants: Iterable[str], baseline: str) -> list[str]:

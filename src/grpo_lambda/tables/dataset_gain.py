@@ -10,8 +10,8 @@ from __future__ import annotations
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
+from grpo_lambda.config.methods import matches, variant_spec
 from grpo_lambda.tables.keys import AVERAGE
-from grpo_lambda.config.methods import matches as _matches, variant_spec
 from grpo_lambda.tables.labels import _lam_text, objective
 
 COLUMNS = ["dataset", "variant_selector", "models", "grpo", "grpo_lambda", "gain", "published_models",
@@ -21,7 +21,7 @@ COLUMNS = ["dataset", "variant_selector", "models", "grpo", "grpo_lambda", "gain
 def chosen_variant(config: dict, model: str, selector: dict) -> str | None:
     """The model's first GRPO-λ variant (config order) whose fields match ``selector``; None if none does."""
     return next((v for v in model_variants(config, model)
-                 if objective(config, v) == "grpo_lambda" and _matches(variant_spec(config, v), selector)), None)
+                 if objective(config, v) == "grpo_lambda" and matches(variant_spec(config, v), selector)), None)
 
 
 def dataset_gain_table(by_variant: pd.DataFrame, published: pd.DataFrame, config: dict,

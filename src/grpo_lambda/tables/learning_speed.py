@@ -37,9 +37,9 @@ import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
 from grpo_lambda.config.families import CHECK, EXPLORATORY, REWARD_AUC, STEPS, speed_family
+from grpo_lambda.config.methods import method_variants
 from grpo_lambda.stats import Interval, seed_interval, smooth, smoothing_weight, t_interval
 from grpo_lambda.tables.cells import interval_columns, seed_clusters, unit_values
-from grpo_lambda.config.methods import method_variants
 from grpo_lambda.tables.labels import objective, variant_label
 from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns, per_seed_text, seed_values_text
 

@@ -18,10 +18,10 @@ import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
 from grpo_lambda.config.families import paired_family as family_of
+from grpo_lambda.config.methods import method_variants
 from grpo_lambda.stats import Term
 from grpo_lambda.tables.cells import Cells, estimate, interval_columns, scaled, targets
 from grpo_lambda.tables.keys import ALL_DATASETS, FINAL
-from grpo_lambda.config.methods import method_variants
 from grpo_lambda.tables.labels import method_label, variant_label
 from grpo_lambda.tables.table1 import method_terms
 from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns

@@ -6,10 +6,10 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from grpo_lambda.config.methods import variant_spec
 from grpo_lambda.tables.cells import SAMPLED_COLUMNS, Cells, estimate, interval_columns, scaled, targets
 from grpo_lambda.tables.collect import final_step
 from grpo_lambda.tables.keys import AVERAGE, FINAL, SFT
-from grpo_lambda.config.methods import variant_spec
 from grpo_lambda.tables.labels import objective, variant_label
 from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns
 

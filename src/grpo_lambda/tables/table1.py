@@ -6,10 +6,10 @@ from __future__ import annotations
 import pandas as pd
 
 from grpo_lambda.config import model_datasets
+from grpo_lambda.config.methods import method_variants
 from grpo_lambda.stats import Term
 from grpo_lambda.tables.cells import Cells, interval_columns, scaled, targets
 from grpo_lambda.tables.keys import AVERAGE, FINAL, SFT
-from grpo_lambda.config.methods import method_variants
 from grpo_lambda.tables.labels import method_label
 
 def method_terms(cells: Cells, model: str, variants: list[str], members: list[str],
