@@ -54,7 +54,8 @@ declare -A TESTS=(
   [prepare]="tests/test_prepare.py tests/test_data_sources.py tests/test_bad_rows.py tests/test_prompt_limit.py"
   [horizon]="tests/test_horizon.py"
   [advantages]="tests/test_advantages.py"
-  [families]="tests/config/test_families.py tests/test_verdicts_procedures.py"
+  [families]="tests/config/test_families.py tests/test_verdicts_procedures.py tests/test_factorial.py tests/test_paired.py
+              tests/test_horizon.py"  # the tables' tests too: these are the rules the tables name families by
   [design]="tests/config/test_families.py"
   [control]="tests/test_control.py"
   [history]="tests/config/test_history.py"
@@ -68,6 +69,9 @@ declare -A DESELECT=(
              tests/test_horizon.py::test_the_lambda_config_is_the_horizon_study_s_longest_horizon_with_lambda_and_the_trace_form_varied"
   [advantages]="tests/test_advantages.py::test_an_estimator_registered_from_a_test_file_is_configured_and_trains
                 tests/test_advantages.py::test_the_80_20_control_leaves_gradient_on_the_top_20_percent_entropy_tokens_only"
+  [families]="tests/test_horizon.py::test_check_band_exits_1_naming_the_horizon_and_writes_no_record_outside_the_band
+              tests/test_horizon.py::test_a_banded_horizon_study_trains_a_horizon_only_after_its_band_check
+              tests/test_horizon.py::test_the_lambda_config_is_the_horizon_study_s_longest_horizon_with_lambda_and_the_trace_form_varied"
   [stats]="tests/test_nested_intervals.py::test_the_nested_interval_covers_where_one_sft_model_does_not
            tests/test_seed_interval.py::test_coverage_of_the_seed_level_procedures_is_what_the_docs_quote"
 )

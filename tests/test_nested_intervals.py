@@ -180,13 +180,18 @@ def test_the_seed_level_interval_at_its_edges_one_value_all_zero_and_beyond_16_u
     from grpo_lambda.stats import seed_interval, t_interval
 
     one = seed_interval([0.25, float("nan")], seeds=["x", "y"])
-    assert one.estimate == 0.25 and math.isnan(one.low) and math.isnan(one.high) and one.seeds == ("x",)
-    zero = seed_interval([0.0] * 5)
+    assert one.estimate == 0.25 and math.isnan(one.low) and math.isnan(one.high)
+    assert one.seeds == ("x",) and one.values == (0.25,)
+    zero = seed_interval([0.0] * 5, seeds=list("abcde"))
     assert (zero.estimate, zero.low, zero.high, zero.se, zero.df) == (0.0, 0.0, 0.0, 0.0, 4)
+    assert zero.values == (0.0,) * 5 and zero.seeds == tuple("abcde")
+    # where (1 − level)·2^(n−1) is a whole number the interval's rank is that number (0.25 · 4 = 1): finite
+    assert math.isfinite(seed_interval([0.1, 0.2, 0.4], 0.75).low)
     five = seed_interval([0.1, 0.3, 0.2, 0.6, 0.3])
     assert five.se == pytest.approx(np.std([0.1, 0.3, 0.2, 0.6, 0.3], ddof=1) / math.sqrt(5)) and five.df == 4
     many = np.linspace(-0.1, 0.5, 17)
-    t = t_interval(many, 0.9)
-    assert (seed_interval(many, 0.9).low, seed_interval(many, 0.9).high) == pytest.approx((t.low, t.high))
+    t, wide = t_interval(many, 0.9), seed_interval(many, 0.9, seeds=list(range(17)))
+    assert (wide.estimate, wide.low, wide.high, wide.se, wide.df) == pytest.approx((t.estimate, t.low, t.high, t.se, 16))
+    assert wide.seeds == tuple(range(17))
     sixteen = seed_interval(many[:16])  # still the exact test: its p never below 2^(1−16)
     assert sixteen.values is not None and sixteen.p_floor() == pytest.approx(2 ** -15)

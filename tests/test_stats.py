@@ -415,5 +415,6 @@ def test_the_sign_flip_equivalence_p_is_the_larger_of_its_two_one_sided_tests():
     assert sign_flip_equivalence_p([0.0] * 5, 1.0) == pytest.approx(2 ** -5)
     assert sign_flip_equivalence_p([2.0] * 5, 1.0) == 1.0 and sign_flip_equivalence_p([-2.0] * 5, 1.0) == 1.0
     assert math.isnan(sign_flip_equivalence_p([], 1.0))
+    assert sign_flip_equivalence_p([0.0] * 16, 1.0) == pytest.approx(2 ** -16)  # 16 values: still exact
     values = np.linspace(-0.2, 0.3, 17)
     assert sign_flip_equivalence_p(values, 0.5) == pytest.approx(t_interval(values).equivalence_p(0.5))
