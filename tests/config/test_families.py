@@ -40,7 +40,8 @@ def test_holm_over_18_sign_flip_tests_at_8_seeds_is_refused_naming_what_would_do
     with pytest.raises(study.ConfigError) as refused:
         study.check_design(config, "compare.yaml")
     text = str(refused.value)
-    for part in ("'reward AUC' family", "18 comparisons", "at 8 seeds", "2^(1−8) = 0.007812", "0.05/18",
+    for part in ("'reward AUC' family (learning_speed, tiny/arith: 18 comparisons)", "at 8 seeds",
+                 "2^(1−8) = 0.007812", "0.05/18 = 0.002778 (18 × 0.007812 = 0.141 ≥ 0.05)",
                  "it needs 10 seeds", "or 6 under report.multiplicity: {reward_auc: max_t}",
                  "report.descriptive: [reward_auc]"):
         assert part in text, (part, text)
@@ -89,7 +90,7 @@ def test_bad_report_families_are_refused_naming_the_key(report, message):
 
 
 @pytest.fixture(scope="module", params=["default-run", "clamp-trace-run", "horizon-run", "compare-run",
-                                        "positive-control-run"])
+                                        "positive-control-run", "horizon-ii-run"])
 def published(request):
     return request.param, pilot_tables(ROOT / "docs" / request.param)
 
@@ -128,9 +129,9 @@ def declared(config: dict) -> dict:
 
 def test_the_declared_families_are_the_tables_families(published):
     """From the config alone, each family's table, model, training set, name, size m and procedure, as the
-    rebuilt tables of a published run hold them (a 2 × 2, a horizon study with three training sets, a
-    check-free default, a comparison with max-T families, a positive control): the design check and the tables
-    read one rule."""
+    rebuilt tables of a published run hold them (a 2 × 2, a horizon study with three training sets, one with
+    a lack-of-fit test on 3 SFT models, a check-free default, a comparison with max-T families, a positive
+    control): the design check and the tables read one rule."""
     _, (config, tables) = published
     assert tables_families(tables) == declared(config)
     # report.descriptive and report.multiplicity name a family by its key: every family has one they accept
