@@ -6,7 +6,7 @@ source scripts/setup.sh cpu
 # -rs: list each skipped test with its reason (a fresh clone without ../shared/data skips the
 # real-data tests, and says so).
 # --durations: the slowest tests, named, so a tier can be chosen by what they cost.
-# -n auto: one test process per core (2 cores took the fast tier from 308 s to 175 s). --dist loadfile: a
+# -n auto: one test process per core (2 cores took the fast tier from 308 s to 175–193 s). --dist loadfile: a
 # test file's tests run on one worker, so a module's fixture (the rehearsal, the pipeline run) is made once;
 # --no-loadscope-reorder: files are handed out in conftest's order, the longest first, each on a worker of
 # its own (conftest._deal_longest).
