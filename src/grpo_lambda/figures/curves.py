@@ -8,9 +8,10 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
+from grpo_lambda.config.methods import variant_spec
 from grpo_lambda.figures.style import chunks, figure_legend, grid, note, variant_colour
 from grpo_lambda.tables.dataset_gain import chosen_variant
-from grpo_lambda.tables.labels import objective, variant_label, variant_spec
+from grpo_lambda.tables.labels import objective, variant_label
 
 CURVES_PER_PANEL = 5   # variants besides the baseline in one panel of curves; more make small multiples
 

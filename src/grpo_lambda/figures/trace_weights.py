@@ -7,8 +7,9 @@ import matplotlib.colors as mcolors
 import numpy as np
 
 from grpo_lambda.config import model_variants, rl_settings, TRL_MAX_COMPLETION_LENGTH
+from grpo_lambda.config.methods import variant_spec
 from grpo_lambda.figures.style import grid
-from grpo_lambda.tables.labels import objective, variant_spec
+from grpo_lambda.tables.labels import objective
 from grpo_lambda.traces import STYLES, trace_matrix
 from grpo_lambda.variants import BATCH_MAX, PER_SEQUENCE
 
