@@ -87,7 +87,7 @@ GPU_TESTS_ON = os.environ.get("GRPO_LAMBDA_GPU_TESTS_ON", "cuda")
 # slow tests: on several workers (pytest -n) they start first, on different workers (_deal_longest), and the
 # run does not end on one worker still in the rehearsal.
 LONGEST_FIRST = ("test_rehearsal.py", "test_default_sft.py", "test_pipeline.py", "test_vllm.py", "test_preflight.py",
-                 "test_spread.py", "test_nested_study.py", "test_multinode.py", "test_quoted_paths.py",
+                 "test_spread.py", "test_nested_study.py", "test_multinode.py",
                  "test_seed_interval.py", "test_resume.py")
 
 

@@ -1,4 +1,5 @@
-"""The whole DAG, end to end, on a smaller copy of the embedded default (tests/data/config-e2e.yaml)."""
+"""The whole DAG, end to end, on a smaller copy of the embedded default (tests/data/config-e2e.yaml), under a
+results folder whose name holds a space and a quote: every shell parameter of the rules must be quoted."""
 
 import base64
 import io
@@ -18,22 +19,35 @@ from grpo_lambda.grading import grade
 pytestmark = pytest.mark.slow
 
 
+RESULTS = "res dir 'x'"  # the results folder: a space and a quote, which an unquoted shell parameter would split
+
+
 def snakemake(workdir, *args, targets=(), check=True):
-    return study_snakemake(*args, workdir=workdir, configfiles=[E2E_CONFIG], targets=targets, check=check)
+    return study_snakemake(*args, workdir=workdir, configfiles=[workdir / "config.yaml"], targets=targets, check=check)
 
 
 @pytest.fixture(scope="module")
 def run(tmp_path_factory, cli):
     workdir = tmp_path_factory.mktemp("pipeline")
     shutil.copytree(ROOT / "tests/data/sft-chat", workdir / "tests/data/sft-chat")  # sft.open_r1.path, relative
+    config = yaml.safe_load(E2E_CONFIG.read_text())
+    config["results"] = RESULTS
+    # A model made by the pipeline is named under the results folder, wherever that is.
+    config["models"]["tiny-distill"]["source"] = f"{RESULTS}/tiny/arith/sft/model"
+    (workdir / "config.yaml").write_text(yaml.safe_dump(config))
     snakemake(workdir, "--cores", "2")
-    snakemake(workdir, "--report", "results/report.html")
+    snakemake(workdir, "--report", f"{RESULTS}/report.html")
     return workdir
+
+
+def test_nothing_escaped_the_results_folder_under_a_piece_of_its_name(run):
+    assert sorted(p.name for p in run.iterdir()) == sorted([".snakemake", "config.yaml", "tests", RESULTS])
+    assert (run / RESULTS / "logs" / "train" / "tiny" / "arith" / "recent-trace" / "seed0.log").stat().st_size > 0
 
 
 def test_the_results_table_matches_the_per_sample_files(run):
     config = yaml.safe_load(E2E_CONFIG.read_text())
-    table = pd.read_csv(run / "results" / "tables" / "results.csv")
+    table = pd.read_csv(run / RESULTS / "tables" / "results.csv")
     per_suite = table[table["benchmark"].isin(config["benchmarks"]) & (table["model"] == "tiny")]
     # SFT baseline once per suite, and every variant x seed x suite.
     expected = len(config["benchmarks"]) * (1 + len(config["variants"]) * len(config["seeds"]))
@@ -41,12 +55,12 @@ def test_the_results_table_matches_the_per_sample_files(run):
     assert set(per_suite["variant"]) == {"sft", *config["variants"]}
     for row in per_suite.itertuples():
         cell = "sft" if row.variant == "sft" else f"{row.variant}/seed{int(row.seed)}"
-        samples = files.read_jsonl(run / "results" / "tiny" / "arith" / cell / "eval" / "final" / f"{row.benchmark}.jsonl")
+        samples = files.read_jsonl(run / RESULTS / "tiny" / "arith" / cell / "eval" / "final" / f"{row.benchmark}.jsonl")
         greedy = [s for s in samples if s["mode"] == "greedy"]
         assert row.n == len(greedy) == config["benchmarks"][row.benchmark]["n"]
         assert row.accuracy == pytest.approx(sum(s["correct"] for s in greedy) / len(greedy))
         assert row.accuracy_low <= row.accuracy <= row.accuracy_high
-        summary = json.loads((run / "results" / "tiny" / "arith" / cell / "eval" / "final" / f"{row.benchmark}.json").read_text())
+        summary = json.loads((run / RESULTS / "tiny" / "arith" / cell / "eval" / "final" / f"{row.benchmark}.json").read_text())
         assert summary["accuracy"] == pytest.approx(row.accuracy)
         if row.variant != "sft":
             assert row.gain == pytest.approx(row.accuracy - row.sft_accuracy)
@@ -54,7 +68,7 @@ def test_the_results_table_matches_the_per_sample_files(run):
 
 def test_the_self_distilled_sft_set_holds_correct_samples_and_its_counts(run):
     config = yaml.safe_load(E2E_CONFIG.read_text())
-    folder = run / "results" / "tiny-distill" / "arith" / "sft"
+    folder = run / RESULTS / "tiny-distill" / "arith" / "sft"
     counts = json.loads((folder / "data.json").read_text())
     rows = files.read_jsonl(folder / "data.jsonl")
     samples = config["models"]["tiny-distill"]["sft"]["self_distill"]["samples"]
@@ -67,15 +81,15 @@ def test_the_self_distilled_sft_set_holds_correct_samples_and_its_counts(run):
 
     limit = config["rl"]["max_completion_length"]
     assert counts["max_tokens"] == limit and counts["too_long"] >= 0
-    tokenizer = load_tokenizer(str(run / "results" / "tiny" / "arith" / "sft" / "model"))
+    tokenizer = load_tokenizer(str(run / RESULTS / "tiny" / "arith" / "sft" / "model"))
     assert max(len(tokenizer(row["solution"], add_special_tokens=False)["input_ids"]) + 1 for row in rows) <= limit
-    assert (run / "results" / "tiny-distill" / "arith" / "grpo" / "seed0" / "eval" / "final" / "arith-1.json").exists()
+    assert (run / RESULTS / "tiny-distill" / "arith" / "grpo" / "seed0" / "eval" / "final" / "arith-1.json").exists()
 
 
 def test_every_cell_logged_every_step_and_kept_its_checkpoints(run):
     config = yaml.safe_load(E2E_CONFIG.read_text())
     for variant in config["variants"]:
-        cell = run / "results" / "tiny" / "arith" / variant / "seed0"
+        cell = run / RESULTS / "tiny" / "arith" / variant / "seed0"
         log = pd.read_csv(cell / "train_log.csv")
         assert list(log["step"]) == list(range(1, config["rl"]["max_steps"] + 1))
         assert log["reward"].between(0, 1).all() and log["step_time"].gt(0).all()
@@ -85,7 +99,7 @@ def test_every_cell_logged_every_step_and_kept_its_checkpoints(run):
         for step in config["evaluation"]["checkpoints"]:
             assert (cell / "checkpoints" / f"step-{step}" / "model.safetensors").exists()
             assert (cell / "eval" / str(step) / "arith-1.jsonl").exists()
-    trace_log = pd.read_csv(run / "results" / "tiny" / "arith" / "recent-trace" / "seed0" / "train_log.csv")
+    trace_log = pd.read_csv(run / RESULTS / "tiny" / "arith" / "recent-trace" / "seed0" / "train_log.csv")
     assert trace_log["trace_weight"].notna().all()
 
 
@@ -95,7 +109,7 @@ def test_rl_changed_every_model(run):
     from grpo_lambda import config as study
 
     config = study.validate(yaml.safe_load(E2E_CONFIG.read_text()))
-    assert rl_learning_problems(run / "results", config) == []
+    assert rl_learning_problems(run / RESULTS, config) == []
 
 
 def test_a_shared_sft_model_is_trained_once_and_both_training_sets_start_from_it(run):
@@ -103,7 +117,7 @@ def test_a_shared_sft_model_is_trained_once_and_both_training_sets_start_from_it
     from conftest import largest_weight_change
     from grpo_lambda import fingerprint
 
-    results = run / "results"
+    results = run / RESULTS
     shared = results / "tiny-shared" / "sft" / "model"
     assert largest_weight_change(results / "models" / "tiny-shared", shared) > 0
     for dataset in ("arith", "arith-b"):
@@ -121,19 +135,19 @@ def embedded_files(html: str) -> dict[str, bytes]:
 
 
 def test_the_report_holds_the_tables_and_figures(run):
-    html = (run / "results" / "report.html").read_text(errors="replace")
+    html = (run / RESULTS / "report.html").read_text(errors="replace")
     embedded = embedded_files(html)
     assert {"results.csv", "table1.csv", "figure4.png"} <= set(embedded), sorted(embedded)
     assert embedded["figure4.png"].startswith(b"\x89PNG")
     # Table 1 as the report shows it is the table the pipeline wrote, value for value
-    written = pd.read_csv(run / "results" / "tables" / "table1.csv")
+    written = pd.read_csv(run / RESULTS / "tables" / "table1.csv")
     shown = pd.read_csv(io.BytesIO(embedded["table1.csv"]))
     pd.testing.assert_frame_equal(shown, written)
     is_tiny_grpo = (written["model"] == "tiny") & (written["method"] == "grpo")
     grpo = written[is_tiny_grpo].iloc[0]
     assert 0.0 <= grpo["average"] <= 1.0
     assert shown.loc[is_tiny_grpo, "average"].item() == grpo["average"]
-    assert not list((run / "results").rglob(".*.tmp-*")), "temporary files must be renamed away"
+    assert not list((run / RESULTS).rglob(".*.tmp-*")), "temporary files must be renamed away"
 
 
 def test_the_provenance_table_names_one_environment_per_stage_for_every_file(run):
@@ -141,7 +155,7 @@ def test_the_provenance_table_names_one_environment_per_stage_for_every_file(run
     from grpo_lambda import provenance
 
     config = study.load(str(E2E_CONFIG))
-    table = pd.read_csv(run / "results" / "tables" / "provenance.csv")
+    table = pd.read_csv(run / RESULTS / "tables" / "provenance.csv")
     # One environment made the whole run (the commit may move if a developer commits meanwhile).
     versions = [column for column in provenance.FIELDS if column != "commit"]
     assert sorted(table.drop(columns="commit").drop_duplicates(subset=["stage", *versions])["stage"]) == [
@@ -169,7 +183,7 @@ def test_every_cell_logged_its_completions_each_with_its_own_reward_and_advantag
     every = config["rl"]["log_completions"]["every"]
     expected_steps = list(range(every, config["rl"]["max_steps"] + 1, every))
     for cell in study.rl_cells(config):
-        folder = run / "results" / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
+        folder = run / RESULTS / cell["model"] / cell["dataset"] / cell["variant"] / f"seed{cell['seed']}"
         logged = read_cell(folder)
         assert sorted(logged["step"].unique()) == expected_steps, folder
         for (step, prompt), group in logged.groupby(["step", "prompt"]):
@@ -179,21 +193,21 @@ def test_every_cell_logged_its_completions_each_with_its_own_reward_and_advantag
                 assert reward == float(grade(completion, _gold(run, cell["dataset"], prompt)))
             normalised = (rewards - rewards.mean()) / (rewards.std(ddof=1) + 1e-4)
             assert np.allclose(group["advantage"].to_numpy(dtype=float), normalised, atol=1e-5), (step, group)
-    table = pd.read_csv(run / "results" / "tables" / "completions.csv")
+    table = pd.read_csv(run / RESULTS / "tables" / "completions.csv")
     assert set(table["phase"]) == {"early", "late"} and len(table) == 2 * 2 * len(study.rl_cells(config))
 
 
 def _gold(run, dataset, prompt):
-    rows = files.read_jsonl(run / "results" / "data" / f"{dataset}.jsonl")
+    rows = files.read_jsonl(run / RESULTS / "data" / f"{dataset}.jsonl")
     return max((row for row in rows if row["problem"] in prompt), key=lambda row: len(row["problem"]))["answer"]
 
 
 def test_the_train_job_evaluates_its_final_model_as_the_evaluate_stage_does(run, tmp_path, monkeypatch):
     """With the hf backend a cell's final evaluation is written by its train job: the same files, sample for
     sample, as the evaluate stage writes from the saved model in a process of its own."""
-    cell = run / "results" / "tiny" / "arith" / "recent-trace" / "seed0"
-    log = (run / "results" / "logs" / "train" / "tiny" / "arith" / "recent-trace" / "seed0.log").read_text()
-    assert "grpo_lambda.evaluate INFO" in log and not (run / "results" / "logs" / "evaluate" / "tiny" / "arith" /
+    cell = run / RESULTS / "tiny" / "arith" / "recent-trace" / "seed0"
+    log = (run / RESULTS / "logs" / "train" / "tiny" / "arith" / "recent-trace" / "seed0.log").read_text()
+    assert "grpo_lambda.evaluate INFO" in log and not (run / RESULTS / "logs" / "evaluate" / "tiny" / "arith" /
                                                         "recent-trace" / "seed0" / "final.log").exists()
     from grpo_lambda import config as study
     from grpo_lambda import evaluate
@@ -202,7 +216,7 @@ def test_the_train_job_evaluates_its_final_model_as_the_evaluate_stage_does(run,
     settings = study.stage_settings(config, "evaluate", model="tiny", dataset="arith", variant="recent-trace")
     # from the run's folder and by the path the rules pass, so that the summaries' checkpoint fields agree too
     monkeypatch.chdir(run)
-    benchmarks = [f"results/bench/{name}.jsonl" for name in config["benchmarks"]]
+    benchmarks = [f"{RESULTS}/bench/{name}.jsonl" for name in config["benchmarks"]]
     evaluate.run(settings, model_path=str(cell.relative_to(run) / "model"), benchmark_paths=benchmarks,
                  out_dir=str(tmp_path), seed=0)
     for name in config["benchmarks"]:
@@ -225,8 +239,8 @@ def test_one_cell_is_rebuilt_alone(run):
     resume state) and evaluates: the model and its training log stay what they were."""
     from conftest import largest_weight_change
 
-    cell = run / "results" / "tiny" / "arith" / "grpo" / "seed0"
-    target = "results/tiny/arith/grpo/seed0/eval/final/arith-2.json"
+    cell = run / RESULTS / "tiny" / "arith" / "grpo" / "seed0"
+    target = f"{RESULTS}/tiny/arith/grpo/seed0/eval/final/arith-2.json"
     before = run / "model-before"
     shutil.copytree(cell / "model", before)
     train_log = (cell / "train_log.csv").read_text()
@@ -244,8 +258,8 @@ def test_a_forced_train_that_fails_leaves_the_cell_to_be_rebuilt_not_nothing_to_
     saying "Nothing to be done" over tables of a model that no longer exists."""
     import os
 
-    cell = run / "results" / "tiny" / "arith" / "grpo" / "seed0"
-    tokenizer = run / "results" / "tiny" / "arith" / "sft" / "model" / "tokenizer.json"
+    cell = run / RESULTS / "tiny" / "arith" / "grpo" / "seed0"
+    tokenizer = run / RESULTS / "tiny" / "arith" / "sft" / "model" / "tokenizer.json"
     text, stat = tokenizer.read_text(), tokenizer.stat()
     tokenizer.write_text("{")  # in place: the SFT model folder keeps its time, so Snakemake reruns nothing upstream
     try:
@@ -278,11 +292,11 @@ def test_changed_evaluation_settings_evaluate_again_without_training_again(run):
     baselines = sum(len(study.model_datasets(config, model)) for model in config["models"])
     assert (jobs["train"], jobs["evaluate"], jobs["evaluate_sft"]) == (len(cells), checkpoints, baselines), jobs
     assert "sft" not in jobs and "sft_shared" not in jobs, jobs
-    cell = run / "results" / "tiny" / "arith" / "recent-trace" / "seed0"
+    cell = run / RESULTS / "tiny" / "arith" / "recent-trace" / "seed0"
     train_log = (cell / "train_log.csv").read_text()
     snakemake(run, "--cores", "1", *override, targets=[str(cell.relative_to(run) / "eval" / "final" / "arith-1.json")])
     summary = json.loads((cell / "eval" / "final" / "arith-1.json").read_text())
     assert summary["generation"]["max_new_tokens"] == 40
     assert (cell / "train_log.csv").read_text() == train_log
-    log = (run / "results" / "logs" / "train" / "tiny" / "arith" / "recent-trace" / "seed0.log").read_text()
+    log = (run / RESULTS / "logs" / "train" / "tiny" / "arith" / "recent-trace" / "seed0.log").read_text()
     assert "already trained to step" in log
