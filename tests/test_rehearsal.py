@@ -63,10 +63,19 @@ def test_rehearsal_config_mirrors_the_paper_grid():
     lambdas = [v for v in config["variants"].values() if v["objective"] == "grpo_lambda"]
     assert len(lambdas) >= 2 and all(v["form"] == "absolute" and v["eps"] == 1e-7 for v in lambdas)
     assert "grpo" in config["variants"] and config["rl"]["beta"] > 0
+    # Every variant declared is trained, and every model is trained with GRPO and a GRPO-λ variant (the check
+    # that GRPO-λ's weights differ from GRPO's needs both in each model).
+    assert {v for model in config["models"] for v in study.model_variants(config, model)} == set(config["variants"])
+    for model in config["models"]:
+        objectives = {config["variants"][v]["objective"] for v in study.model_variants(config, model)}
+        assert objectives == {"grpo", "grpo_lambda"}, model
     assert config["rl"]["trl"]["steps_per_generation"] > 1
     paper = study.load(str(ROOT / "config/paper.yaml"))
     assert config["rl"]["trl"]["trace_length"] is paper["rl"]["trl"]["trace_length"] is None  # max_completion_length (A.3)
     assert config["evaluation"]["checkpoints"]
+    # Checkpoints evaluated by the global list and by a model's own
+    assert {tuple(study.model_checkpoints(config, m)) for m in config["models"]} >= {
+        tuple(config["evaluation"]["checkpoints"]), tuple(config["models"]["tiny-r1"]["checkpoints"])}
     assert all(spec["source"] == "registry" and spec.get("path") for spec in config["benchmarks"].values())
 
 
