@@ -59,7 +59,7 @@ declare -A TESTS=(
   [design]="tests/config/test_families.py"
   [control]="tests/test_control.py"
   [history]="tests/config/test_history.py"
-  [methods]="tests/test_tables.py tests/config/test_families.py tests/test_paired.py"
+  [methods]="tests/config/test_methods.py tests/test_tables.py tests/config/test_families.py tests/test_paired.py"
 )
 # module -> tests of its files left out (--deselect): those that run a subprocess (which mutmut's coverage does
 # not follow) or train, and kill nothing in the module for their minutes
