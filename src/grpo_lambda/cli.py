@@ -154,7 +154,7 @@ def cmd_design_check(args) -> None:
         raise UsageError(str(error)) from None
     if effects and not args.pilot:
         raise UsageError("--effect needs --pilot: the units an effect needs come from a pilot run's variances")
-    pilot = design.pilot_tables(args.pilot) if args.pilot else None
+    pilot = design.pilot_tables(args.pilot, config) if args.pilot else None
     table = design.design_table(config, pilot, effects)
     print(design.render(table, config, args.pilot, effects), end="")
     if not table["reachable"].all():

@@ -38,12 +38,14 @@ COLUMNS = ["table", "model", "dataset", "family", "key", "metric", "m", "units",
            "units_needed", "pilot_comparisons", "pilot_units", "mde", "mde_widest", "units_for_effect"]
 
 
-def pilot_tables(folder: str | Path) -> tuple[dict, dict[str, pd.DataFrame]]:
-    """The config and tables of a pilot run: its raw files (DIR/raw or DIR itself) rebuilt."""
+def pilot_tables(folder: str | Path, config: dict) -> tuple[dict, dict[str, pd.DataFrame]]:
+    """The config and tables of a pilot run: its raw files (DIR/raw or DIR itself) rebuilt, only the tables
+    that ``config``'s declared families are read from (the rest of a run's tables is most of the rebuild)."""
     from grpo_lambda.tables.build import rebuild
 
     folder = Path(folder)
-    return rebuild(folder / "raw" if (folder / "raw" / "config.yaml").is_file() else folder)
+    tables = {family.table for family in declared_families(config, report_options(config))}
+    return rebuild(folder / "raw" if (folder / "raw" / "config.yaml").is_file() else folder, only=tables)
 
 
 def pilot_rows(family: Family, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:

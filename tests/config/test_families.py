@@ -195,7 +195,7 @@ def test_with_a_pilot_the_mde_is_the_tables_at_the_same_seeds_and_shrinks_as_one
     (same se, df, m = 1); at 16 seeds se halves (√(4/16)) and the df scales by 15/3. The seeds an accuracy
     gap of 0.03 needs are the fewest whose MDE is ≤ 0.03."""
     config = study.load(ROOT / "config" / "config.yaml")
-    pilot = pilot_tables(ROOT / "docs" / "default-run")
+    pilot = pilot_tables(ROOT / "docs" / "default-run", config)
     row = design_table(config, pilot).set_index(["table", "family"]).loc[("paired", "primary")]
     paired = pilot[1]["paired"]
     primary = paired[paired["family"] == "primary"].iloc[0]
@@ -223,7 +223,7 @@ def test_a_pilots_typical_and_widest_comparisons_give_the_two_mdes_and_a_descrip
     from grpo_lambda.design import pilot_rows
 
     config = study.load(ROOT / "config" / "config.yaml")
-    pilot = pilot_tables(ROOT / "docs" / "default-run")
+    pilot = pilot_tables(ROOT / "docs" / "default-run", config)
     row = design_table(config, pilot).set_index(["table", "family"]).loc[("paired", "per-suite accuracy")]
     family = next(f for f in declared_families(config, report_options(config))
                   if (f.table, f.name) == ("paired", "per-suite accuracy"))
