@@ -47,13 +47,28 @@ nothing out.
 Nested draws. A study with several SFT models per condition (``sft.seeds``) runs its RL seeds nested in
 them: seed s starts from one SFT model k(s), and what a reader wants to know is the method's effect over
 SFT models, not on the few it happened to get. The tables then give each RL row the cluster (stratum,
-k(s)) (``Term.clusters``) and the SFT model's own row the same cluster: R_g above is summed over the rows of
-a cluster, G_r counts the SFT models, and V is the cluster-robust variance at the top level of the
-nesting, which holds the RL seeds' spread within each SFT model as well as the SFT models' own (Cameron &
-Miller 2015, "A practitioner's guide to cluster-robust inference", §IV: cluster at the coarsest level).
-ν then comes from K − 1 per stratum: with three SFT models t_{0.975, 2} = 4.30, the honest price of
-asking about SFT models one has three of. Without ``sft.seeds`` every row is its own cluster and the
-intervals are conditional on the one SFT model per condition; the tables say so.
+k(s)) (``Term.clusters``) and the SFT model's own row the same cluster, and the statistic is read over
+the SFT models (:func:`_sft_level`; Cameron & Miller 2015, "A practitioner's guide to cluster-robust
+inference", §IV: cluster at the coarsest level). R_g above is summed over the rows of a cluster, and
+
+    V = Σ_r max(V_r, F_r) + Σ_b max(0, V_b − Σ_r V_rb),      ν = Welch–Satterthwaite over the V_r alone (K_r − 1 each)
+
+V_r is the spread of the K_r SFT models' totals, which holds their RL seeds' spread and the seed × problem
+noise too; it is never left out, however closely the SFT models agree, and never below F_r = Σ_k n_k s²_w,
+what the RL seeds' spread within the SFT models implies for the totals were the SFT models all alike. The
+problems add what V_r does not hold. ν counts the SFT models only: K − 1 for one stratum, t_{0.975, 2} =
+4.30 at three, the honest price of asking about SFT models one has three of. Why: the crossed rule above
+left a stratum estimated at or below zero out of V but kept its term in ν, so three SFT models that
+happened to agree bought df 5–10 and an interval that covered 0.29–0.80 in simulated studies where that
+happened, and Holm over four null horizons rejected in 9–11% of worlds. This rule covers ≥ 0.94 in every
+simulated world at 3 and 8 SFT models (0.95–0.98 at eight; at three conservative, 0.99), ≥ 0.95 where the
+stratum looked empty, and Holm over four null horizons stays under 5% (tests/test_nested_intervals.py).
+Where the statistic is a contrast within one stratum, each SFT model's own estimate is kept
+(``Interval.sft_means``) and its p-values are the larger of the t test's and the exact sign-flip test's
+over the K SFT models (:meth:`Interval.p_value`); below six SFT models that test's floor 2^(1−K) is not
+below 0.05 and the t test's normality of K means cannot be checked, so no verdict is read
+(:data:`MIN_NORMAL_UNITS`, ``Interval.p_floor``). Without ``sft.seeds`` every row is its own cluster and
+the intervals are conditional on the one SFT model per condition; the tables say so.
 
 The interval is θ̂ ± t_{ν}·√V with ν from Welch–Satterthwaite over the components (each seed stratum
 has G_r − 1 degrees of freedom, each benchmark H_b − 1, each block their product): ν ≈ S − 1 when the
@@ -119,7 +134,13 @@ class Interval:
 
     ``values``, where set, are the per-seed values a seed-level interval was computed from (one per
     seed, in seed order: ``seeds`` names them): its p-values are then the exact sign-flip test's
-    (:func:`seed_interval`), not the t test's."""
+    (:func:`seed_interval`), not the t test's.
+
+    ``sft_units`` (K), where above 0, says the interval was read over K SFT models (module docstring, "Nested
+    draws": df K − 1, the SFT stratum never dropped); ``sft_means``, where the statistic is a contrast within
+    one stratum, are the K SFT models' own estimates, and the p-values are then the larger of the t test's and
+    the exact sign-flip test's over them (:meth:`t_p`, :meth:`exact_p`). Below :data:`MIN_NORMAL_UNITS` SFT
+    models (or with no exact test at all at K ≤ 16 and K below it) the floor is 2^(1−K): no verdict."""
 
     estimate: float
     low: float
@@ -128,6 +149,8 @@ class Interval:
     df: float = float("inf")
     values: tuple | None = field(default=None)
     seeds: tuple | None = field(default=None)
+    sft_units: int = 0
+    sft_means: tuple | None = field(default=None)
 
     def excludes(self, value: float = 0.0) -> bool:
         """Whether ``value`` lies outside the interval (e.g. a difference distinguishable from 0)."""
@@ -142,9 +165,20 @@ class Interval:
             return float("nan")
         if self.values is not None:
             return sign_flip_p(self.values)
+        exact = self.exact_p()
+        return self.t_p() if math.isnan(exact) else max(self.t_p(), exact)
+
+    def t_p(self) -> float:
+        """The two-sided t test's p of θ = 0 at this standard error and df (NaN without one)."""
+        if math.isnan(self.se) or math.isnan(self.estimate):
+            return float("nan")
         if self.se == 0:
             return 1.0 if self.estimate == 0 else float("nan")
         return float(2 * t_sf(abs(self.estimate) / self.se, self.df))
+
+    def exact_p(self) -> float:
+        """The exact sign-flip p over the SFT models' own estimates (``sft_means``), NaN where there are none."""
+        return float("nan") if self.sft_means is None else sign_flip_p(self.sft_means)
 
     def equivalence_p(self, margin: float) -> float:
         """p-value of |θ| ≥ margin by two one-sided tests (TOST; sign-flip for per-seed values, else t):
@@ -154,16 +188,25 @@ class Interval:
         if self.values is not None:
             return sign_flip_equivalence_p(self.values, margin)
         if self.se == 0:
-            return 0.0 if abs(self.estimate) < margin else 1.0
-        above = t_sf((self.estimate + margin) / self.se, self.df)    # H0: θ ≤ −margin
-        below = t_sf(-(self.estimate - margin) / self.se, self.df)  # H0: θ ≥ +margin
-        return float(max(above, below))
+            t_p = 0.0 if abs(self.estimate) < margin else 1.0
+        else:
+            above = t_sf((self.estimate + margin) / self.se, self.df)    # H0: θ ≤ −margin
+            below = t_sf(-(self.estimate - margin) / self.se, self.df)  # H0: θ ≥ +margin
+            t_p = float(max(above, below))
+        if self.sft_means is not None:
+            return max(t_p, sign_flip_equivalence_p(self.sft_means, margin))
+        return t_p
 
     def p_floor(self) -> float:
         """The smallest two-sided p-value the test can give: 2^(1−n) for the sign-flip test of n seeds,
-        0 for a t test. A family of m tests can reject nothing when m · p_floor ≥ α (too few seeds)."""
+        0 for a t test; 2^(1−K) read over K SFT models where the exact test backs the t test or K is below
+        :data:`MIN_NORMAL_UNITS` (no verdict then). A family of m tests can reject nothing when m · p_floor ≥ α
+        (too few seeds or SFT models)."""
         if self.values is not None:
             return 2.0 ** (1 - len(self.values)) if self.values else 1.0
+        if self.sft_units and self.sft_units <= MAX_EXACT_SEEDS and (
+                self.sft_means is not None or self.sft_units < MIN_NORMAL_UNITS):
+            return 2.0 ** (1 - self.sft_units)
         return 0.0
 
     def mde(self, alpha: float = 0.05, power: float = 0.8) -> float:
@@ -267,8 +310,94 @@ def linear_interval(terms: Sequence[Term], level: float = 0.95) -> Interval:
     columns_of = list(column_index)
     blocks = {(row_keys.index(cluster_of[row][0]), columns_of.index(term.problems))
               for term, (rows, _) in zip(terms, placed) for row in rows}
+    # Nested draws: some row's cluster is not the row itself (a default's or a caller's own-row cluster).
+    if any(cluster_of[row] != (seeds_key, ("row", name)) for (seeds_key, name), row in row_index.items()) \
+            and any(len(rows) > 1 for rows in row_strata):
+        row_totals = scores.sum(axis=1)
+        within = [(cluster_index[cluster_of[row]], seeds_key, float(row_totals[row]))
+                  for (seeds_key, _), row in row_index.items()]
+        means = _cluster_estimates(terms, matrices, placed, cluster_of, clusters) if len(row_strata) == 1 else None
+        return _sft_level(estimate, summed, row_strata, column_strata, blocks, within, means, clusters, level)
     components, left_out = _components(summed, row_strata, column_strata, blocks)
     return _t_from(estimate, sum(c * v for v, _, c in components), components, level, left_out)
+
+
+def _sft_level(estimate: float, summed: np.ndarray, row_strata: list[np.ndarray], column_strata: list[np.ndarray],
+               blocks: set[tuple[int, int]], within: list[tuple], means: np.ndarray | None, clusters: list,
+               level: float) -> Interval:
+    """The interval of a statistic read over SFT models (module docstring, "Nested draws"): each stratum's
+    SFT-level variance V_r (the spread of its K_r SFT models' summed scores, which holds their RL seeds'
+    spread and the seed × problem noise as well) is always kept, never truncated, and never taken below what
+    the RL seeds' spread within the SFT models implies for it alone (:func:`_within_floor`): SFT models that
+    agree more closely than their own RL seeds allow buy no narrower interval. The problems add their own
+    part beyond the SFT × problem part V_r already holds (V_b − Σ_r V_rb, where positive). The df are
+    Welch–Satterthwaite's over the strata's K_r − 1 alone (K − 1 for one stratum), never the problems' nor
+    the RL seeds'. ``within``: (cluster, seeds key, row total) of every row; ``means``: each SFT model's own
+    estimate (:func:`_cluster_estimates`) for the exact test, where the statistic is a contrast within one
+    stratum."""
+    sft_parts, sft_df = [], []
+    for rows in row_strata:
+        if len(rows) > 1:
+            sft_parts.append(max(_spread(summed[rows].sum(axis=1)), _within_floor(within, set(rows.tolist()))))
+            sft_df.append(len(rows) - 1)
+    problems = 0.0
+    for b, columns in enumerate(column_strata):
+        if len(columns) < 2:
+            continue
+        crossed = 0.0
+        for r, rows in enumerate(row_strata):
+            if (r, b) in blocks and len(rows) > 1:
+                block = summed[np.ix_(rows, columns)]
+                residual = block - block.mean(axis=1, keepdims=True) - block.mean(axis=0, keepdims=True) + block.mean()
+                g, h = block.shape
+                crossed += g * h / ((g - 1) * (h - 1)) * float((residual ** 2).sum())
+        problems += max(0.0, _spread(summed[:, columns].sum(axis=0)) - crossed)
+    units = min(len(rows) for rows in row_strata if len(rows) > 1)
+    names = tuple(cluster for _, cluster in clusters)
+    sft_means = None if means is None else tuple(float(v) for v in means)
+    variance = sum(sft_parts) + problems
+    spread = sum(v * v / df for v, df in zip(sft_parts, sft_df))
+    df = sum(sft_parts) ** 2 / spread if spread > 0 else float(sum(sft_df))
+    if variance <= 0:
+        return Interval(estimate, estimate, estimate, 0.0, df, sft_units=units, sft_means=sft_means, seeds=names)
+    half = student_t_quantile((1 + level) / 2, df) * math.sqrt(variance)
+    return Interval(estimate, estimate - half, estimate + half, math.sqrt(variance), df, sft_units=units,
+                    sft_means=sft_means, seeds=names)
+
+
+def _within_floor(within: list[tuple], members: set[int]) -> float:
+    """Σ_k n_k · s²_w: the variance of the SFT models' summed scores were they all alike, from the spread of
+    the row totals of the RL seeds within each SFT model (pooled over the SFT models, one pool per seeds key:
+    the SFT model's own row, one per SFT model, adds nothing). 0 where no SFT model has two RL seeds."""
+    groups: dict[tuple, list[float]] = {}
+    for cluster, seeds_key, total in within:
+        if cluster in members:
+            groups.setdefault((seeds_key, cluster), []).append(total)
+    pooled: dict = {}  # seeds key -> [Σ squares about each SFT model's mean, their df, rows]
+    for (seeds_key, _), totals in groups.items():
+        entry = pooled.setdefault(seeds_key, [0.0, 0, 0])
+        entry[0] += float(((np.asarray(totals) - np.mean(totals)) ** 2).sum())
+        entry[1] += len(totals) - 1
+        entry[2] += len(totals)
+    return sum(squares / df * rows for squares, df, rows in pooled.values() if df > 0)
+
+
+def _cluster_estimates(terms: Sequence[Term], matrices: list[np.ndarray], placed: list, cluster_of: dict,
+                       clusters: list) -> np.ndarray | None:
+    """Each SFT model's own estimate of a contrast (Σ_j w_j · the mean of term j over that SFT model's rows):
+    the units of the exact sign-flip test over SFT models. None where the weights do not sum to 0 (a level,
+    not a contrast: no test of 0 to back) or a term has no observed row in some SFT model."""
+    if abs(sum(term.weight for term in terms)) > 1e-9:
+        return None
+    estimates = np.zeros(len(clusters))
+    for term, matrix, (rows, _) in zip(terms, matrices, placed):
+        for k, cluster in enumerate(clusters):
+            mine = [i for i, row in enumerate(rows) if cluster_of[row] == cluster]
+            observed = matrix[mine][~np.isnan(matrix[mine])] if mine else np.zeros(0)
+            if observed.size == 0:
+                return None
+            estimates[k] += term.weight * float(observed.mean())
+    return estimates
 
 
 def _components(scores: np.ndarray, row_strata: list[np.ndarray], column_strata: list[np.ndarray],
@@ -356,6 +485,9 @@ def t_interval(values, level: float = 0.95) -> Interval:
 # Beyond this many seeds the 2^n sign vectors are too many to list; the t interval is used instead (at
 # 17 seeds and more the t interval's coverage is near nominal for the skewed cases simulated).
 MAX_EXACT_SEEDS = 16
+# The fewest SFT models at which a verdict read over them can stand: below, the exact sign-flip test's floor
+# 2^(1−K) is not below 0.05 and the t test's normality of K means cannot be checked (Interval.p_floor).
+MIN_NORMAL_UNITS = 6
 
 
 @lru_cache(maxsize=None)

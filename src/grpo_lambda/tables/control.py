@@ -28,7 +28,7 @@ EFFECT, CONTRAST = "effect", "contrast"
 COLUMNS = ["model", "role", "dataset", "benchmark", "predicted", "sft_accuracy", "sft_accuracy_low",
            "sft_accuracy_high", "steps_with_signal", "baseline_accuracy", "baseline_accuracy_low",
            "baseline_accuracy_high", "treatment_accuracy", "treatment_accuracy_low", "treatment_accuracy_high",
-           "estimate", "estimate_low", "estimate_high", "seeds", "per_seed", "se", "df", "p", "p_floor", "p_holm",
+           "estimate", "estimate_low", "estimate_high", "seeds", "per_seed", "se", "df", "p", "p_floor", "sft_models", "p_t", "p_exact", "p_holm",
            "p_equivalence", "p_equivalence_holm", "mde", "verdict", "outcome"]
 
 

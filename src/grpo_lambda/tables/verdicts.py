@@ -13,7 +13,11 @@ factorial effect) with its interval (:mod:`grpo_lambda.stats`). Its columns, wit
 ``se``, ``df``    the standard error and degrees of freedom of the interval
 ``p``             two-sided p-value of "no difference", from the same statistic as the interval (the exact
                   sign-flip test for per-seed values, grpo_lambda.stats.seed_interval)
-``p_floor``       the smallest p that test can give (2^(1−n) for n seeds, 0 for a t test)
+``p_floor``       the smallest p that test can give (2^(1−n) for n seeds, 0 for a t test; 2^(1−K) for a
+                  comparison read over K SFT models that an exact test backs, or K < 6: grpo_lambda.stats)
+``sft_models``, ``p_t``, ``p_exact``  for a comparison read over K SFT models (``sft.seeds``): K, the t test's p
+                  at its df (K − 1), and the exact sign-flip test's over the K SFT models' own estimates (NaN
+                  where the comparison spans strata); ``p`` is the larger of the two; NaN elsewhere
 ``procedure``     how the family is adjusted (report.multiplicity, report.descriptive): ``holm``;
                   ``max_t``, the step-down max-T over joint sign flips of the units (grpo_lambda.stats.max_t)
                   for seed-level lines that share a baseline; ``descriptive``: no adjusted p, no verdict
@@ -60,10 +64,15 @@ def comparison_columns(interval: Interval | None, level: float, margin: float | 
     ``margin`` must be the margin of this comparison's own metric."""
     if interval is None:
         return {f"{prefix}se": np.nan, f"{prefix}df": np.nan, f"{prefix}p": np.nan, f"{prefix}p_floor": np.nan,
-                f"{prefix}p_equivalence": np.nan}
+                f"{prefix}p_equivalence": np.nan, f"{prefix}sft_models": np.nan, f"{prefix}p_t": np.nan,
+                f"{prefix}p_exact": np.nan}
+    nested = interval.sft_units > 0
     return {f"{prefix}se": interval.se, f"{prefix}df": interval.df, f"{prefix}p": interval.p_value(),
             f"{prefix}p_floor": interval.p_floor(),
-            f"{prefix}p_equivalence": interval.equivalence_p(margin) if margin else np.nan}
+            f"{prefix}p_equivalence": interval.equivalence_p(margin) if margin else np.nan,
+            f"{prefix}sft_models": interval.sft_units if nested else np.nan,
+            f"{prefix}p_t": interval.t_p() if nested else np.nan,
+            f"{prefix}p_exact": interval.exact_p() if nested else np.nan}
 
 
 def add_verdicts(frame: pd.DataFrame, estimate: str, family: Sequence[str], level: float, prefix: str = "",
