@@ -26,8 +26,9 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from grpo_lambda.config.families import DESCRIPTIVE, HOLM, MAX_T, Family, declared_families, units
+from grpo_lambda.config.families import DESCRIPTIVE, HOLM, MAX_T, MIN_NORMAL_UNITS, Family, declared_families, units
 from grpo_lambda.config.report import report_options
+from grpo_lambda.config.settings import sft_seed_of, sft_seeds
 from grpo_lambda.stats import minimum_detectable_effect
 
 POWER = 0.8
@@ -35,7 +36,7 @@ MOST_UNITS = 256  # the units --effect searches up to
 METRICS = ("accuracy", "reward_auc", "steps", "slope")  # grpo_lambda.config.families.Family.metric
 COLUMNS = ["table", "model", "dataset", "family", "key", "metric", "m", "units", "floor", "procedure", "reachable",
            "can_reject",
-           "units_needed", "pilot_comparisons", "pilot_units", "mde", "mde_widest", "units_for_effect"]
+           "units_needed", "pilot_comparisons", "pilot_units", "mde", "mde_widest", "mde_t", "units_for_effect"]
 
 
 def pilot_tables(folder: str | Path, config: dict) -> tuple[dict, dict[str, pd.DataFrame]]:
@@ -65,14 +66,24 @@ def pilot_rows(family: Family, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
 
 def scaled_mde(se: float, df: float, pilot_units: int, n: int, family: Family, alpha: float) -> float:
     """The MDE at Holm's first step α/m of a comparison whose pilot standard error ``se`` (with ``df``) came
-    from ``pilot_units`` units, at ``n`` units: se·√(n_pilot/n), df n − 1 for a seed-level test (its exact
-    floor checked), else the pilot's df scaled by (n − 1)/(n_pilot − 1)."""
+    from ``pilot_units`` units, at ``n`` units (:func:`t_mde`), infinite where the family's own floor at n
+    units (Family.family_floor: a sign-flip test's, and below 6 SFT models no verdict) cannot reach α."""
+    if n < 2:
+        return math.inf
+    if (family.seed_level or family.over_sft_models) and replace(family, units=n).family_floor() >= alpha:
+        return math.inf
+    return t_mde(se, df, pilot_units, n, family, alpha)
+
+
+def t_mde(se: float, df: float, pilot_units: int, n: int, family: Family, alpha: float) -> float:
+    """The t test's MDE at α/m at ``n`` units, whatever the family's floor: se·√(n_pilot/n), df n − 1 for a
+    seed-level family or one read over SFT models (the units', never the problems'), else the pilot's df
+    scaled by (n − 1)/(n_pilot − 1)."""
     if n < 2:
         return math.inf
     se_n = se * math.sqrt(pilot_units / n)
-    if family.seed_level:  # the family's own floor at n units (Family.family_floor), not only the MDE
-        reachable = replace(family, units=n).family_floor() < alpha
-        return minimum_detectable_effect(se_n, n - 1, alpha / family.size, POWER) if reachable else math.inf
+    if family.seed_level or family.over_sft_models:
+        return minimum_detectable_effect(se_n, n - 1, alpha / family.size, POWER)
     df_n = df * (n - 1) / (pilot_units - 1) if pilot_units > 1 and math.isfinite(df) else df
     return minimum_detectable_effect(se_n, df_n, alpha / family.size, POWER)
 
@@ -108,17 +119,17 @@ def design_table(config: dict, pilot: tuple[dict, dict] | None = None,
                "procedure": family.procedure, "reachable": family.reachable(alpha), "can_reject": _can_reject(family, alpha),
                "units_needed": family.units_needed(alpha, HOLM if family.procedure == DESCRIPTIVE else None),
                "pilot_comparisons": 0, "pilot_units": pilot_n, "mde": np.nan, "mde_widest": np.nan,
-               "units_for_effect": np.nan}
+               "mde_t": np.nan, "units_for_effect": np.nan}
         if pilot:
             found = pilot_rows(family, pilot[1])
             se = found[f"{family.prefix}se"].astype(float).to_numpy()
             df = found[f"{family.prefix}df"].astype(float).to_numpy()
             if len(found):
                 typical = int(np.argsort(se)[len(se) // 2])  # the median comparison (the upper of two middles)
-                widest = int(np.argmax(se))
-                row.update(pilot_comparisons=len(found),
-                           mde=scaled_mde(se[typical], df[typical], pilot_n, n, family, alpha),
-                           mde_widest=scaled_mde(se[widest], df[widest], pilot_n, n, family, alpha))
+                # the widest is the largest MDE, not the largest se: a row's own df moves its t quantile
+                mdes = [scaled_mde(se[i], df[i], pilot_n, n, family, alpha) for i in range(len(se))]
+                row.update(pilot_comparisons=len(found), mde=mdes[typical], mde_widest=max(mdes),
+                           mde_t=t_mde(se[typical], df[typical], pilot_n, n, family, alpha))
                 if family.metric in effects:
                     row["units_for_effect"] = next(
                         (k for k in range(2, MOST_UNITS + 1)
@@ -130,13 +141,33 @@ def design_table(config: dict, pilot: tuple[dict, dict] | None = None,
 
 def _can_reject(family: Family, alpha: float) -> str:
     """"yes", "NO" (validate refuses the study), "no test" (one unit) or, for a descriptive family, whether
-    Holm could have rejected."""
-    if family.seed_level and family.units < 2:
+    Holm could have rejected; a family read over SFT models says on which test."""
+    if (family.seed_level or family.over_sft_models) and family.units < 2:
         return "no test (1 unit)"
     if family.procedure == DESCRIPTIVE:
         tested = replace(family, procedure=HOLM).reachable(alpha)
         return f"{'yes' if tested else 'no'}, descriptive"
-    return "yes" if family.reachable(alpha) else "NO"
+    if not family.reachable(alpha):
+        return "NO"
+    if family.over_sft_models:
+        return "yes, t (df K−1)" + (" alone" if family.floor() == 0 else " and exact")
+    return "yes"
+
+
+def nesting(config: dict) -> str:
+    """Which RL seeds start from which SFT model, as a line: "RL seeds 8–11 start from SFT seed 1, ..."."""
+    starts: dict[int, list[int]] = {}
+    for seed in config["seeds"]:
+        starts.setdefault(sft_seed_of(config, seed), []).append(seed)
+    return "RL seeds " + "; ".join(f"{_span(seeds)} start from SFT seed {sft}"
+                                   for sft, seeds in ((s, starts.get(s, [])) for s in sft_seeds(config))) + "."
+
+
+def _span(seeds: list[int]) -> str:
+    seeds = sorted(seeds)
+    if len(seeds) > 2 and seeds == list(range(seeds[0], seeds[-1] + 1)):
+        return f"{seeds[0]}–{seeds[-1]}"
+    return ", ".join(map(str, seeds)) or "none"
 
 
 def _number(value, digits: int = 3) -> str:
@@ -153,15 +184,16 @@ def render(table: pd.DataFrame, config: dict, pilot: str | None, effects: dict[s
     effects = effects or {}
     header = ["table", "where", "family", "m", what, "floor", "procedure", "can reject", f"{what} needed"]
     if pilot:
-        header += ["MDE (median; widest)"] + ([f"{what} for the effect"] if effects else [])
+        header += ["MDE median", "MDE widest"] + ([f"{what} for the effect"] if effects else [])
     lines = []
     for row in table.itertuples():
         where = f"{row.model}/{row.dataset}" if row.dataset else row.model
         cells = [row.table, where, row.family, str(row.m), str(row.units), _number(row.floor), row.procedure,
                  row.can_reject, str(row.units_needed)]
         if pilot:
-            cells += ["no pilot rows" if not row.pilot_comparisons
-                      else f"{_number(row.mde)}; {_number(row.mde_widest)}"]
+            median = _number(row.mde) if math.isfinite(row.mde) or math.isnan(row.mde_t) else \
+                f"none (t alone {_number(row.mde_t)})"
+            cells += ["no pilot rows", "–"] if not row.pilot_comparisons else [median, _number(row.mde_widest)]
             if effects:
                 cells += [(f"none up to {MOST_UNITS}" if math.isinf(row.units_for_effect) else str(int(row.units_for_effect)))
                           if row.metric in effects and row.pilot_comparisons else "–"]
@@ -169,9 +201,16 @@ def render(table: pd.DataFrame, config: dict, pilot: str | None, effects: dict[s
     widths = [max(len(str(cell)) for cell in column) for column in zip(header, *lines)]
     text = [" | ".join(str(cell).ljust(width) for cell, width in zip(cells, widths)) for cells in [header, *lines]]
     notes = [f"{len(table)} families at {n} {what}; {int((~table['reachable']).sum())} cannot reject."]
+    if what == "SFT models":
+        notes.append(nesting(config))
+        notes.append("An accuracy family is read over the SFT models: its t test has df K − 1, the exact sign-flip "
+                     "test over them backs each verdict within a training set (floor 2^(1−K)), and below "
+                     f"{MIN_NORMAL_UNITS} SFT models no verdict stands (docs/statistics.md).")
     if pilot:
         notes.append(f"MDE: 80% power at α/m, from {pilot}'s standard errors scaled to {n} {what} "
-                     "(se·√(n_pilot/n): optimistic where problems dominate the variance), in each family's metric.")
+                     "(se·√(n_pilot/n): optimistic where problems dominate the variance), in each family's metric; "
+                     "the median comparison's and the largest; \"none\" where the family cannot reject (with the t test's "
+                     "own MDE at its df, were its floor no bar).")
         if effects:
             notes.append(f"{what} for the effect: the fewest at which the median comparison detects "
                          + ", ".join(f"{metric} {value:g}" for metric, value in effects.items()) + ".")

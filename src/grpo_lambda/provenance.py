@@ -39,6 +39,17 @@ def git_commit(folder: Path = PACKAGE) -> str:
     return commit.stdout.strip() + ("+changes" if changed.stdout.strip() else "")
 
 
+def is_ancestor(commit: str, of: str, folder: Path = PACKAGE) -> bool | None:
+    """Whether ``commit`` is an ancestor of (or is) ``of`` in the checkout's history; None where git cannot
+    tell (no git, no checkout, or a history without one of them: a shallow clone)."""
+    try:
+        answer = subprocess.run(["git", "-C", str(folder), "merge-base", "--is-ancestor", commit, of],
+                                capture_output=True, text=True, timeout=10)
+    except (OSError, subprocess.SubprocessError):
+        return None
+    return {0: True, 1: False}.get(answer.returncode)
+
+
 def record(*, vllm: bool = False, revisions: dict | None = None) -> dict:
     """The versions behind this process's results (``vllm``: whether it generated with vLLM), and the hub
     ``revisions`` of its inputs where any came from the hub (``fingerprint.source_revisions``)."""

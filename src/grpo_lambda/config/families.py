@@ -12,9 +12,14 @@ family (one number per unit: a training-reward AUC gap, steps to a threshold; th
 grpo_lambda.stats.seed_interval) has a smallest p of 2^(1−n) at n units; Holm's first step asks for
 p < α/m, so it can reject only when m · 2^(1−n) < α; the step-down max-T over joint sign flips
 (``report.multiplicity``, grpo_lambda.stats.max_t) only when 2^(1−n) < α, whatever m. A family of t tests
-(every accuracy comparison) has no such floor. One unit is no test at all: the tables give no p and no
-verdict, so nothing is refused. The units are the RL seeds, or the SFT models where the study declares
-several (``sft.seeds``): the RL seeds of one SFT model are not independent draws of the method's effect.
+(an accuracy comparison on one SFT model per condition) has no such floor. One unit is no test at all: the
+tables give no p and no verdict, so nothing is refused. The units are the RL seeds, or the SFT models where
+the study declares several (``sft.seeds``): the RL seeds of one SFT model are not independent draws of the
+method's effect. There an accuracy family is read over the K SFT models too (grpo_lambda.stats, "Nested
+draws"): its t test has K − 1 df, and a verdict stands only where the exact sign-flip test over the SFT
+models backs it (floor 2^(1−K), Holm: m · 2^(1−K) < α) and K ≥ 6, where the t test's normality is not a bare
+assumption; a family whose comparisons span training sets (a horizon's trend) has no exact test and needs
+K ≥ 6 alone. Below that such a family is refused unless declared descriptive, as a seed-level one is.
 
 A family the config declares descriptive (``report.descriptive``: the family keys of :data:`KEYS`) is
 published with its estimates and intervals and no adjusted p or verdict, and is never refused.
@@ -170,6 +175,8 @@ class Family:
     procedure: str
     column: str = "family"
     prefix: str = ""
+    nested: bool = False   # its units are SFT models (sft.seeds): an accuracy family is read over them
+    spans: bool = False    # its comparisons span strata (horizons, training sets): no exact test over SFT models
 
     @property
     def metric(self) -> str:
@@ -195,9 +202,20 @@ class Family:
     def floor(self) -> float:
         """The smallest p one test of the family can give: 2^(1−n) for a sign-flip test of n units (1 at one
         unit, where there is no test), 0 for a t test."""
+        if self.over_sft_models:
+            if self.units > MAX_EXACT_UNITS or (self.spans and self.units >= MIN_NORMAL_UNITS):
+                return 0.0
+            return 2.0 ** (1 - self.units)
         if not self.seed_level:
             return 0.0
         return 2.0 ** (1 - self.units) if self.units <= MAX_EXACT_UNITS else 0.0
+
+    @property
+    def over_sft_models(self) -> bool:
+        """An accuracy (or slope) family read over SFT models (grpo_lambda.stats, "Nested draws"): its t test
+        has df K − 1 and, within one stratum, the exact sign-flip test over the K SFT models backs it; below
+        MIN_NORMAL_UNITS it has no verdict (the floor 2^(1−K): neither test can be trusted to reject)."""
+        return self.nested and not self.seed_level
 
     def family_floor(self) -> float:
         """The smallest adjusted p the family's procedure can give: m times the floor under Holm, the floor
@@ -205,18 +223,23 @@ class Family:
         return self.floor() * (self.size if self.procedure == HOLM else 1)
 
     def reachable(self, alpha: float) -> bool:
-        return self.procedure == DESCRIPTIVE or not self.seed_level or self.units < 2 or self.family_floor() < alpha
+        return (self.procedure == DESCRIPTIVE or not (self.seed_level or self.over_sft_models) or self.units < 2
+                or self.family_floor() < alpha)
 
     def units_needed(self, alpha: float, procedure: str | None = None) -> int:
         """The fewest units at which the family's procedure (or ``procedure``) can reject: 2^(1−n)·m < α
         under Holm, 2^(1−n) < α under max-T (2 for a t test)."""
-        if not self.seed_level:
+        if self.over_sft_models and self.spans:
+            return MIN_NORMAL_UNITS
+        if not (self.seed_level or self.over_sft_models):
             return 2
         m = self.size if (procedure or self.procedure) == HOLM else 1
-        return min(max(2, math.floor(1 + math.log2(m / alpha)) + 1), MAX_EXACT_UNITS + 1)
+        needed = min(max(2, math.floor(1 + math.log2(m / alpha)) + 1), MAX_EXACT_UNITS + 1)
+        return max(needed, MIN_NORMAL_UNITS) if self.over_sft_models else needed
 
 
 MAX_EXACT_UNITS = 16  # grpo_lambda.stats.MAX_EXACT_SEEDS: beyond it the seed-level tests are t tests
+MIN_NORMAL_UNITS = 6  # grpo_lambda.stats.MIN_NORMAL_UNITS: the fewest SFT models a verdict is read over
 
 
 def units(config: dict) -> tuple[int, str]:
@@ -249,7 +272,7 @@ def _paired_rows(config: dict, options: dict, model: str) -> list[tuple[str, tup
 def declared_families(config: dict, options: dict) -> list[Family]:
     """Every family the comparison tables of ``config`` will hold once every cell has run, with its size
     (``options``: grpo_lambda.config.report.report_options of the config)."""
-    n, _ = units(config)
+    n, what = units(config)
     counts: dict[tuple, int] = {}
 
     def add(table, model, dataset, name, seed_level, column="family", prefix=""):
@@ -294,15 +317,37 @@ def declared_families(config: dict, options: dict) -> list[Family]:
             contrast = predicted.count("ahead") == 1 and predicted.count("behind") == 1
             for _ in range(len(control["suites"]) + contrast):
                 add("control", model, "", "control", False)
+    nested = what == "SFT models"
     return [Family(table, model, dataset, name, key_of(table, name), size, n, seed_level,
-                   procedure(options, table, name, seed_level), column, prefix)
+                   procedure(options, table, name, seed_level), column, prefix, nested,
+                   spans=_spans_strata(table, dataset, name))
             for (table, model, dataset, name, seed_level, column, prefix), size in counts.items()]
+
+
+def _spans_strata(table: str, dataset: str, name: str) -> bool:
+    """Whether a family's comparisons span training sets (each its own SFT models): a horizon's trend, the
+    rows pooled over all training sets. Its t test then has df from every stratum's SFT models and no exact
+    test over one set of SFT models backs it (a control's contrast does too, but its family also holds the
+    per-set effects, which an exact test backs: the family is read as theirs)."""
+    return (table == "horizon" and name in (TREND, EXPLORATORY_TREND)) or dataset == ALL_DATASETS
 
 
 def refusal(family: Family, alpha: float, what: str) -> str:
     """Why ``family`` cannot reject, and what would let it: the line validate refuses the config with."""
     where = f"{family.model}/{family.dataset}" if family.dataset else family.model
     floor, m = family.floor(), family.size
+    if family.over_sft_models:
+        line = (f"report: the {family.name!r} family ({family.table}, {where}: {m} comparison{'s' if m != 1 else ''}) "
+                f"is read over {family.units} SFT models and cannot reject there: ")
+        if family.units < MIN_NORMAL_UNITS:
+            line += (f"its t test has {family.units - 1} df and rests on the normality of {family.units} SFT models' "
+                     f"means, which so few cannot check, and the exact sign-flip test over them has floor "
+                     f"2^(1−{family.units}) = {floor:.4g} ≥ {alpha:g}")
+        else:
+            line += (f"the exact sign-flip test over them backs each verdict, and Holm's first step asks for "
+                     f"p < {alpha:g}/{m} = {alpha / m:.4g} below its floor 2^(1−{family.units}) = {floor:.4g}")
+        return line + (f"; it needs {family.units_needed(alpha)} SFT models, or publish it without a verdict: "
+                       f"report.descriptive: [{family.key}]")
     line = (f"report: the {family.name!r} family ({family.table}, {where}: {m} comparison{'s' if m != 1 else ''}) "
             f"cannot reject at {family.units} {what}: the sign-flip test's smallest p is 2^(1−{family.units}) = "
             f"{floor:.4g}")

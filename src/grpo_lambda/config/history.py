@@ -5,13 +5,19 @@ A replicated finding needs draws no earlier run of the study saw: ``seeds_run_be
 ``seeds`` or SFT seeds (``sft.seeds``, or ``sft.seed``) reuse one. ``changed_after_data`` lists the
 design choices made after a run's data was seen (a horizon, a data size, a family, a margin), each with
 the commit that made it and what had been seen; the published run's page prints them beside what was
-declared before the run. ``margins_set_after_data: true`` says the equivalence margins were chosen after
+declared before the run. ``declared`` lists what the study declared before its run, each item with the commit
+that declared it: the page prints it as declared before the run only where git shows that commit an ancestor of
+the run's commit (grpo_lambda.tables.study_blocks.history), else as decided during or after the run.
+``shared_with_earlier_runs`` names draws the run shares with earlier runs of any study on the same task and
+settings (an SFT model trained before, a test suite used before), so that "fresh" means what it says.
+``margins_set_after_data: true`` says the equivalence margins were chosen after
 the run's data was seen: the tables then print no ``equivalent`` verdict (grpo_lambda.tables.verdicts.POST_HOC).
 """
 
 from __future__ import annotations
 
-HISTORY_KEYS = ("seeds_run_before", "changed_after_data", "margins_set_after_data")
+HISTORY_KEYS = ("seeds_run_before", "changed_after_data", "margins_set_after_data", "declared",
+                "shared_with_earlier_runs")
 CHANGE_KEYS = ("change", "commit", "seen")
 
 
@@ -19,7 +25,7 @@ def history(config: dict, given) -> dict:
     """``report.history`` checked against the config's seeds; a ValueError names the key and the seeds."""
     if given is None:  # not declared: the pages say the config records nothing (not that nothing changed)
         return {"seeds_run_before": {"rl": [], "sft": []}, "changed_after_data": [], "margins_set_after_data": False,
-                "declared": False}
+                "declared": [], "shared_with_earlier_runs": [], "given": False}
     if not isinstance(given, dict) or set(given) - set(HISTORY_KEYS):
         raise ValueError(f"report.history must be a mapping of {list(HISTORY_KEYS)}, got {given!r}")
     before = given.get("seeds_run_before") or {}
@@ -47,7 +53,9 @@ def history(config: dict, given) -> dict:
     if not isinstance(after, bool):
         raise ValueError(f"report.history.margins_set_after_data must be true or false, got {after!r}")
     return {"seeds_run_before": {"rl": list(before.get("rl", [])), "sft": list(before.get("sft", []))},
-            "changed_after_data": [dict(c) for c in changes], "margins_set_after_data": after, "declared": True}
+            "changed_after_data": [dict(c) for c in changes], "margins_set_after_data": after,
+            "declared": [dict(d) for d in given.get("declared") or []],
+            "shared_with_earlier_runs": [dict(d) for d in given.get("shared_with_earlier_runs") or []], "given": True}
 
 
 def own_sft_seeds(config: dict) -> list[int]:

@@ -80,7 +80,7 @@ def run_blocks(run: str, config: dict, tables: dict[str, pd.DataFrame], info: di
               "horizon_finding": lambda: _horizon_finding(config, tables.get("horizon"), options),
               "control": lambda: study_blocks.control(config, tables.get("control")),
               "control_finding": lambda: study_blocks.control_finding(config, tables.get("control"), options),
-              "history": lambda: study_blocks.history(config, options)}
+              "history": lambda: study_blocks.history(config, options, info)}
     return {f"{run}/{name}": makers[name]() for name in BLOCKS}
 
 
@@ -503,7 +503,31 @@ def _horizon_errors(config: dict, errors: pd.DataFrame | None) -> str:
 
 TREND_WORDS = {AHEAD: "grows with the chain's length", BEHIND: "shrinks as the chain grows",
                EQUIVALENT: "does not change with the chain's length by more than the declared margin",
-               UNRESOLVED: "is not resolved"}
+               UNRESOLVED: "is not resolved", TOO_FEW: "cannot be resolved by this design (too few units)"}
+
+
+def _t_reading(row) -> str:
+    """A comparison without a verdict (a descriptive family), as what its t test alone says: "t p 0.052 at 2
+    df, MDE 0.171" (the MDE: what the design could have seen at 80% power)."""
+    p_t = row.get("p_t") if not pd.isna(row.get("p_t", np.nan)) else row.get("p")
+    return f"t p {_p(p_t)} at {row['df']:.3g} df, MDE {_level(row['mde'])}"
+
+
+def _horizon_without_verdict(pair: str, what: str, trend, rows: pd.DataFrame, effects: pd.DataFrame, span: str,
+                             runs: str) -> str:
+    """A pair whose trend is published without a verdict (report.descriptive): its numbers and what its t
+    tests alone say, each with the smallest effect the design could have seen."""
+    bend = rows[rows["role"] == "curvature"]
+    shape = "" if bend.empty else (
+        f"; its lack of fit (the quadratic coefficient on ln(chain length)) "
+        f"{_interval(bend.iloc[0]['estimate'], bend.iloc[0]['estimate_low'], bend.iloc[0]['estimate_high'], True)}, "
+        f"{_t_reading(bend.iloc[0])}")
+    per = "; ".join(f"{int(r['columns'])} columns {_interval(r['estimate'], r['estimate_low'], r['estimate_high'], True)}"
+                    f" ({_t_reading(r)})" for _, r in effects.iterrows())
+    return (f"- **{pair}** ({what}): no verdict at {runs} (published without one: a verdict read over SFT models "
+            f"needs 6 of them, `grpo-lambda design-check`). The slope of the effect on held-out accuracy "
+            f"{_interval(trend['estimate'], trend['estimate_low'], trend['estimate_high'], True)} per unit ln(chain length) over {span}, {_t_reading(trend)}{shape}. Per horizon: "
+            f"{per}.")
 
 
 def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) -> str:
@@ -524,6 +548,13 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
                 + (", exploratory" if spec.get("exploratory") else ""))
         verdict = trend["verdict"]
         slope = _interval(trend["estimate"], trend["estimate_low"], trend["estimate_high"], True)
+        span = (f"{effects['chain_length'].min():.0f} to {effects['chain_length'].max():.0f} tokens")
+        if _procedure(trend) == "descriptive" and not pd.isna(trend["estimate"]):
+            sentences.append(_horizon_without_verdict(pair, what, trend, rows, effects, span, runs))
+            if drawn > 1:
+                sentences.append(study_blocks.by_sft_model(
+                    config, [(f"{int(r['columns'])} columns", r["per_seed"]) for _, r in effects.iterrows()]))
+            continue
         if verdict is None:
             sentences.append(f"- **{pair}** ({what}): no trend yet (a horizon lacks an arm).")
             continue
@@ -534,7 +565,6 @@ def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) 
             words += ", by less than the declared margin (TOST)"
         margin = design["equivalence_margin"].get("slope")
         tost = f", TOST p {_p(trend['p_equivalence_holm'])} against ±{margin}" if margin else ""
-        span = (f"{effects['chain_length'].min():.0f} to {effects['chain_length'].max():.0f} tokens")
         per = "; ".join(f"{int(r['columns'])} columns "
                         f"{_interval(r['estimate'], r['estimate_low'], r['estimate_high'], True)}"
                         f" ({r['verdict'] or '–'})" for _, r in effects.iterrows())

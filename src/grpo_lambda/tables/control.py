@@ -19,21 +19,26 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
+from grpo_lambda.config.families import DESCRIPTIVE
 from grpo_lambda.tables.cells import Cells, interval_columns, scaled
 from grpo_lambda.tables.horizon import _accuracy, _per_seed, signal
 from grpo_lambda.tables.keys import FINAL, SFT
 from grpo_lambda.tables.verdicts import AHEAD, BEHIND, add_verdicts, comparison_columns
 
 EFFECT, CONTRAST = "effect", "contrast"
+NO_VERDICT = "no verdict"
 COLUMNS = ["model", "role", "dataset", "benchmark", "predicted", "sft_accuracy", "sft_accuracy_low",
            "sft_accuracy_high", "steps_with_signal", "baseline_accuracy", "baseline_accuracy_low",
            "baseline_accuracy_high", "treatment_accuracy", "treatment_accuracy_low", "treatment_accuracy_high",
-           "estimate", "estimate_low", "estimate_high", "seeds", "per_seed", "se", "df", "p", "p_floor", "sft_models", "p_t", "p_exact", "p_holm",
-           "p_equivalence", "p_equivalence_holm", "mde", "verdict", "outcome"]
+           "estimate", "estimate_low", "estimate_high", "seeds", "per_seed", "se", "df", "p", "p_floor",
+           "sft_models", "p_t", "p_exact", "procedure", "p_holm", "p_equivalence", "p_equivalence_holm", "mde",
+           "verdict", "outcome"]
 
 
-def outcome(verdict: str, predicted: str) -> str:
-    """The verdict read against the declared prediction."""
+def outcome(verdict: str, predicted: str, procedure: str = "") -> str:
+    """The verdict read against the declared prediction ("no verdict" in a descriptive family)."""
+    if procedure == DESCRIPTIVE:
+        return NO_VERDICT
     if verdict not in (AHEAD, BEHIND):
         return "not resolved"
     return "as predicted" if verdict == predicted else "opposite"
@@ -81,5 +86,5 @@ def control_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
     frame["family"] = "control"
     frame = add_verdicts(frame.drop(columns=["p_holm", "p_equivalence_holm", "verdict", "outcome"]), "estimate",
                          ["model", "family"], level, options=options, table="control")
-    frame["outcome"] = [outcome(v, p) for v, p in zip(frame["verdict"], frame["predicted"])]
+    frame["outcome"] = [outcome(v, p, c) for v, p, c in zip(frame["verdict"], frame["predicted"], frame["procedure"])]
     return frame.drop(columns=["family"])[COLUMNS]

@@ -46,8 +46,8 @@ from grpo_lambda.tables.paired import seed_count
 from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns, per_seed_text
 
 COLUMNS = ["model", "dataset", "metric", "benchmark", "effect", "kind", "contrast", "estimate", "estimate_low",
-           "estimate_high", "seeds", "per_seed", "role", "family", "se", "df", "p", "p_floor", "sft_models", "p_t", "p_exact", "procedure", "p_holm",
-           "p_equivalence", "p_equivalence_holm", "mde", "verdict"]
+           "estimate_high", "seeds", "per_seed", "role", "family", "se", "df", "p", "p_floor", "sft_models", "p_t",
+           "p_exact", "procedure", "p_holm", "p_equivalence", "p_equivalence_holm", "mde", "verdict"]
 FAMILY = ["model", "dataset", "family"]
 
 

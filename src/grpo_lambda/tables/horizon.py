@@ -61,9 +61,9 @@ EFFECT, TREND, CURVATURE = "effect", "trend", "curvature"
 COLUMNS = ["model", "pair", "role", "dataset", "benchmark", "columns", "chain_length", "sft_accuracy",
            "sft_accuracy_low", "sft_accuracy_high", "in_band", "steps_with_signal", "groups_with_signal",
            "baseline_accuracy", "baseline_accuracy_low", "baseline_accuracy_high", "treatment_accuracy",
-           "treatment_accuracy_low", "treatment_accuracy_high", "estimate", "estimate_low", "estimate_high",
-           "seeds", "per_seed", "family", "se", "df", "p", "p_floor", "sft_models", "p_t", "p_exact", "procedure", "p_holm", "p_equivalence",
-           "p_equivalence_holm", "mde", "verdict"]
+           "treatment_accuracy_low", "treatment_accuracy_high", "estimate", "estimate_low", "estimate_high", "seeds",
+           "per_seed", "family", "se", "df", "p", "p_floor", "sft_models", "p_t", "p_exact", "procedure", "p_holm",
+           "p_equivalence", "p_equivalence_holm", "mde", "verdict"]
 ERROR_COLUMNS = ["model", "dataset", "benchmark", "columns", "variant", "answers", "correct", "first_error_carry",
                  "first_error_other", "carry_error_position"]
 

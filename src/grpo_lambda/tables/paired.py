@@ -26,9 +26,10 @@ from grpo_lambda.tables.labels import method_label, variant_label
 from grpo_lambda.tables.table1 import method_terms
 from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns
 
-COLUMNS = ["model", "dataset", "method", "label", "baseline", "benchmark", "accuracy", "baseline_accuracy",
-           "diff", "diff_low", "diff_high", "distinguishable", "seeds", "role", "family", "se", "df", "p", "p_floor", "sft_models", "p_t", "p_exact",
-           "procedure", "p_holm", "p_equivalence", "p_equivalence_holm", "mde", "verdict"]
+COLUMNS = ["model", "dataset", "method", "label", "baseline", "benchmark", "accuracy", "baseline_accuracy", "diff",
+           "diff_low", "diff_high", "distinguishable", "seeds", "role", "family", "se", "df", "p", "p_floor",
+           "sft_models", "p_t", "p_exact", "procedure", "p_holm", "p_equivalence", "p_equivalence_holm", "mde",
+           "verdict"]
 FAMILY = ["model", "dataset", "family"]
 
 

@@ -86,8 +86,8 @@ _RESULTS_COLUMNS = ["model", "dataset", "variant", "seed", "label", "objective",
                     "accuracy", "accuracy_low", "accuracy_high", "formatted", "mean_length", "sft_accuracy", "gain"]
 _BY_VARIANT_COLUMNS = ["model", "dataset", "variant", "label", "objective", "form", "benchmark", "n_seeds",
                        "accuracy", "accuracy_low", "accuracy_high", "formatted", "mean_length", "sft_accuracy",
-                       "gain", "gain_low", "gain_high", "gain_distinguishable", "gain_se", "gain_df", "gain_p", "gain_p_floor", "gain_sft_models", "gain_p_t", "gain_p_exact",
-                       "gain_procedure", "gain_p_holm", "gain_p_equivalence", "gain_p_equivalence_holm", "gain_mde", "gain_verdict"]
+                       "gain", "gain_low", "gain_high", "gain_distinguishable", "gain_se", "gain_df", "gain_p",
+                       "gain_p_floor", "gain_sft_models", "gain_p_t", "gain_p_exact", "gain_procedure", "gain_p_holm", "gain_p_equivalence", "gain_p_equivalence_holm", "gain_mde", "gain_verdict"]
 # Holm's family of the gains over SFT: every variant on one metric of one model and training set.
 GAIN_FAMILY = ["model", "dataset", "benchmark"]
 

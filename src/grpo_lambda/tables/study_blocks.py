@@ -10,6 +10,7 @@ import pandas as pd
 
 from grpo_lambda.config import sft_seeds
 from grpo_lambda.config.history import own_sft_seeds
+from grpo_lambda.provenance import is_ancestor
 from grpo_lambda.tables.blocks_text import interval, level, p_value, signed_number, table
 from grpo_lambda.tables.labels import variant_label
 
@@ -52,19 +53,38 @@ def control_finding(config: dict, frame: pd.DataFrame | None, options: dict) -> 
     for _, row in frame.iterrows():
         name = f"the contrast {row['dataset']}" if row["role"] == "contrast" else row["dataset"]
         effect = interval(row["estimate"], row["estimate_low"], row["estimate_high"], True)
+        if row.get("procedure") == "descriptive":
+            lines.append(f"- **{name}** (predicted {row['predicted']}): {pair} {effect}, t p {p_value(_t_p(row))} at "
+                         f"{row['df']:.3g} df, MDE {level(row['mde'])}: **no verdict** (published without one).")
+            continue
         lines.append(f"- **{name}** (predicted {row['predicted']}): {pair} {effect}, Holm p {p_value(row['p_holm'])}: "
                      f"**{row['outcome']}**" + (f" at {runs}" if row["outcome"] == "not resolved" else "") + ".")
     if drawn > 1:
         lines.append(by_sft_model(config, [(r["dataset"], r["per_seed"]) for _, r in effects.iterrows()]))
-    positive = effects[effects["predicted"] == "ahead"]
-    if len(positive) and (positive["outcome"] == "as predicted").all():
-        lines.append("  The instrument sees the trace's effect where its gradient says it must: a null elsewhere "
-                     "on this model and budget is not blindness of the instrument.")
-    elif len(positive):
-        lines.append("  The trace is not shown ahead even where its gradient says it must be: on this model and "
-                     "budget the instrument does not show a trace effect it should, so a null elsewhere says "
-                     "as much about the instrument as about the trace.")
+    lines.append(_reach(frame, effects, runs))
     return "\n".join(lines) + "\n"
+
+
+def _t_p(row) -> float:
+    return row["p_t"] if "p_t" in row and not pd.isna(row["p_t"]) else row["p"]
+
+
+def _reach(frame: pd.DataFrame, effects: pd.DataFrame, runs: str) -> str:
+    """What the control says of the instrument, in numbers: the effects it resolved and the smallest effect it
+    could have seen (the MDE), never more than that."""
+    mdes = effects["mde"].astype(float)
+    seen = f"{level(mdes.min())}" + (f" to {level(mdes.max())}" if mdes.max() > mdes.min() + 5e-4 else "")
+    positive = effects[effects["predicted"] == "ahead"]
+    if "procedure" in frame and (frame["procedure"] == "descriptive").all():
+        return (f"  At {runs} no verdict is read (a verdict over SFT models needs 6). What this design could have "
+                f"seen: an effect of {seen} or more, with 80% power; a smaller one, such as the ±0.03 a horizon "
+                "question asks about, it would usually miss.")
+    if len(positive) and (positive["outcome"] == "as predicted").all():
+        return (f"  The instrument resolves the trace's effect where its gradient says it must be, at this size; "
+                f"its MDE here is {seen}: a null elsewhere on this model and budget rules out effects of about "
+                "that size, not smaller ones.")
+    return (f"  The trace is not resolved even where its gradient says it must be; this design's MDE is {seen}: a "
+            "null elsewhere says as much about the instrument as about the trace.")
 
 
 def sft_model_means(config: dict, text) -> str:
@@ -86,8 +106,14 @@ def by_sft_model(config: dict, named_per_seed: list[tuple[str, str]]) -> str:
             + "; ".join(f"{name} {sft_model_means(config, per_seed)}" for name, per_seed in named_per_seed) + ".")
 
 
-def history(config: dict, options: dict) -> str:
-    """The run's seeds against the study's earlier runs', and the design choices made after data was seen."""
+UNCHECKED = "not checked here: this checkout's history lacks a commit"
+
+
+def history(config: dict, options: dict, info: dict | None = None, ancestor=is_ancestor) -> str:
+    """The run's seeds against the study's earlier runs', the draws it shares with earlier runs, what it
+    declared before the run (each item's commit checked against git: declared before the run only where it
+    is an ancestor of every commit that made the run, ``info``'s made_by), and the design choices made after
+    data was seen. ``ancestor(commit, of)``: True, False, or None where git cannot tell."""
     record = options["history"]
     before = record["seeds_run_before"]
     lines = [f"- RL seeds {_span(config['seeds'])}, SFT seeds {_span(own_sft_seeds(config))}"
@@ -95,6 +121,28 @@ def history(config: dict, options: dict) -> str:
                 f"{_span(before['sft'])}: none is reused here" if before["rl"] or before["sft"]
                 else "; no earlier run's seeds declared")
              + "."]
+    lines += [f"- Shared with an earlier run (not a fresh draw): {d['what']} ({d['run']})."
+              for d in record.get("shared_with_earlier_runs", [])]
+    run_commits = [c for c in ((info or {}).get("made_by") or {}).get("commits", []) if c]
+    before_run, during_or_after, unchecked = [], [], []
+    for declared in record.get("declared", []):
+        answers = [ancestor(declared["commit"], run) for run in run_commits]
+        if not run_commits or None in answers:
+            unchecked.append(declared)
+        elif all(answers):
+            before_run.append(declared)
+        else:
+            during_or_after.append(declared)
+    run = ", ".join(f"`{c[:7]}`" for c in run_commits)
+    if before_run:
+        lines.append(f"- Declared before the run (each commit an ancestor of the run's, {run}, by git):")
+        lines += [f"  - {d['item']} (`{d['commit'][:7]}`)" for d in before_run]
+    if during_or_after:
+        lines.append(f"- Declared during or after the run (the commit is not an ancestor of the run's, {run}):")
+        lines += [f"  - {d['item']} (`{d['commit'][:7]}`)" for d in during_or_after]
+    if unchecked:
+        lines.append(f"- Declared, with the commit ({UNCHECKED}):")
+        lines += [f"  - {d['item']} (`{d['commit'][:7]}`)" for d in unchecked]
     changes = record["changed_after_data"]
     if changes or record["margins_set_after_data"]:
         lines.append("- Decided after data was seen:")
@@ -103,7 +151,7 @@ def history(config: dict, options: dict) -> str:
         if record["margins_set_after_data"]:
             lines.append("  - the equivalence margins (report.history.margins_set_after_data): a TOST that passes "
                          "reads \"within a post-hoc margin\", never \"equivalent\"")
-    elif record.get("declared", True):
+    elif record.get("given", True):
         lines.append("- Nothing in the design was changed after data was seen.")
     else:
         lines.append("- No report.history declared: the config records neither earlier runs' seeds nor changes "

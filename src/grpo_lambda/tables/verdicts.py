@@ -28,7 +28,8 @@ factorial effect) with its interval (:mod:`grpo_lambda.stats`). Its columns, wit
 ``mde``           the minimum detectable effect at the level the verdict faces: the smallest |difference| a
                   two-sided test at α/m (m the family's size, Holm's first step) detects with 80% power at
                   this standard error and df, (t_{df, 1 − α/(2m)} + t_{df, 0.80}) · se; infinite where the
-                  test cannot reach α/m at all; under max-T at the level its first step gives the row
+                  test cannot reach α/m at all; under max-T at the level its first step gives the row; in a
+                  descriptive family the t test's at α/m, whatever its floor (what the design could have seen)
 ``verdict``       ``ahead`` / ``behind`` when ``p_holm`` < α (the sign says which; for a quantity where
                   lower is better, a negative difference is ``ahead``), else ``equivalent`` when
                   ``p_equivalence_holm`` < α (Holm-adjusted, never the unadjusted p), else ``too few seeds``
@@ -108,10 +109,15 @@ def add_verdicts(frame: pd.DataFrame, estimate: str, family: Sequence[str], leve
         seed_level = all(value is not None for value in values.values())
         chosen = HOLM if options is None else procedure(options, table, str(rows[keys[-1]].iloc[0]), seed_level)
         procedures[index] = chosen
-        if chosen == DESCRIPTIVE:
-            continue
         tested = index[rows[p_column].notna().to_numpy()]
         m = len(tested)
+        if chosen == DESCRIPTIVE:
+            # no verdict is read; the MDE still says what the design could have seen: the t test's at Holm's
+            # α/m and the row's df, whatever a floor would have barred
+            if m:
+                mde[index] = [minimum_detectable_effect(frame.at[i, f"{prefix}se"], frame.at[i, f"{prefix}df"],
+                                                        alpha / m, POWER) for i in index]
+            continue
         adjusted[eq_column][index] = holm(rows[eq_column].to_numpy())
         if chosen == MAX_T and m:
             units = list(dict.fromkeys(unit for i in tested for unit in values[i]))
