@@ -109,9 +109,9 @@ def tables_families(tables: dict) -> dict:
     """(table, model, dataset, family column, name) -> (size, procedures) of every family the tables hold."""
     found = {}
     control = tables.get("control")
-    if control is not None and not control.empty:  # one family, Holm over its rows (no family column)
+    if control is not None and not control.empty:  # one family over its rows (no family column)
         for model, rows in control.groupby("model"):
-            found[("control", model, "", "family", "control")] = (len(rows), {"holm"})
+            found[("control", model, "", "family", "control")] = (len(rows), set(rows["procedure"]))
     for (table, column), prefix in FAMILY_COLUMNS.items():
         frame = tables.get(table)
         if frame is None or column not in frame:

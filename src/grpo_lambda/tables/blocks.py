@@ -469,7 +469,7 @@ def _horizon(horizon: pd.DataFrame | None) -> str:
             lines.append([row["pair"], what, "", "", "", "", "",
                           _interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
                           _p(row["p_holm"]), _p(row["p_equivalence_holm"]), _level(row["mde"]),
-                          f"**{row['verdict'] or '–'}**", ""])
+                          f"**{_verdict_of(row)}**", ""])
             continue
         lines.append([row["pair"], f"{int(row['columns'])}, {row['chain_length']:.0f}",
                       _interval(row["sft_accuracy"], row["sft_accuracy_low"], row["sft_accuracy_high"]),
@@ -478,7 +478,7 @@ def _horizon(horizon: pd.DataFrame | None) -> str:
                       _interval(row["treatment_accuracy"], row["treatment_accuracy_low"],
                                 row["treatment_accuracy_high"]),
                       _interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
-                      _p(row["p_holm"]), _p(row["p_equivalence_holm"]), _level(row["mde"]), row["verdict"] or "–",
+                      _p(row["p_holm"]), _p(row["p_equivalence_holm"]), _level(row["mde"]), _verdict_of(row),
                       _seed_effects(row["per_seed"])])
     return _table(header, lines)
 
