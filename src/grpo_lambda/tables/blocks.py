@@ -267,7 +267,10 @@ def _summary(config: dict, tables: dict, options: dict) -> str:
                 texts[key] = texts.get(key, "") + text
             checks = frame[family.str.startswith("check")]
             if not checks.empty:
-                texts[key] = texts.get(key, "").rstrip(".\n") + "; check lines, each a family of its own: " + ", ".join(
+                # a check line's accuracy family holds its rows on every suite and the mean; its AUC family one row
+                own = (f" (Holm over its {len(config['benchmarks']) + 1} rows: each suite and the mean)"
+                       if prefix == "" else "")
+                texts[key] = texts.get(key, "").rstrip(".\n") + f"; check lines, each a family of its own{own}: " + ", ".join(
                     f"{row['label']} {_interval(row[column], row[f'{column}_low'], row[f'{column}_high'], True)} "
                     f"**{_verdict_of(row, prefix)}**" for _, row in checks.iterrows()) + ".\n"
     for key, rows in _groups(tables["factorial"]):
