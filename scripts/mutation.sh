@@ -51,6 +51,7 @@ declare -A TESTS=(
             tests/test_trace_length.py::test_a_fixed_trace_length_is_checked_against_trls_default_completion_length_where_no_setting_names_one"
   [variants]="tests/test_variants.py tests/test_sweep.py"
   [registry]="tests/test_registry.py tests/test_data_sources.py"
+  [rows]="tests/test_registry.py tests/test_data_sources.py"
   [prepare]="tests/test_prepare.py tests/test_data_sources.py tests/test_bad_rows.py tests/test_prompt_limit.py"
   [horizon]="tests/test_horizon.py"
   [advantages]="tests/test_advantages.py"
@@ -81,6 +82,7 @@ declare -A SOURCES=(
   [rewards]="src/grpo_lambda/grading/*"
   [aggregate]="src/grpo_lambda/tables/*"
   [registry]="src/grpo_lambda/data/registry.py"
+  [rows]="src/grpo_lambda/data/rows.py"
   [config]="src/grpo_lambda/config/*"
   [horizon]="src/grpo_lambda/tables/horizon.py"
   [families]="src/grpo_lambda/config/families.py"
@@ -93,7 +95,7 @@ LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean obj
            _resolve_advantage_clamp)
 MODULES=("$@")
 [[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives trainer stats rewards aggregate config variants registry
-                                        prepare horizon advantages families design control history methods)
+                                        rows prepare horizon advantages families design control history methods)
 
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 unset PYTHONPATH  # mutmut puts its mutated copy of src/ first on the path
