@@ -49,6 +49,7 @@ declare -A TESTS=(
             tests/test_trace_length.py::test_a_fixed_trace_length_must_hold_the_completion_length_rounded_up_to_the_padding_multiple
             tests/test_trace_length.py::test_trace_length_values_are_checked_in_the_trainer_config_and_before_any_job
             tests/test_trace_length.py::test_a_fixed_trace_length_is_checked_against_trls_default_completion_length_where_no_setting_names_one"
+  [oar_scores]="tests/test_oar_scores.py"
   [variants]="tests/test_variants.py tests/test_sweep.py"
   [registry]="tests/test_registry.py tests/test_data_sources.py"
   [rows]="tests/test_registry.py tests/test_data_sources.py"
@@ -94,7 +95,7 @@ declare -A SOURCES=(
 LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params _widest_completion
            _resolve_advantage_clamp)
 MODULES=("$@")
-[[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives trainer stats rewards aggregate config variants registry
+[[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives oar_scores trainer stats rewards aggregate config variants registry
                                         rows prepare horizon advantages families design control history methods)
 
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
