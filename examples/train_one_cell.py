@@ -40,6 +40,7 @@ from pathlib import Path
 
 from grpo_lambda import files
 from grpo_lambda.data import arith, registry
+from grpo_lambda.data.rows import ANSWER_KINDS, FIELDS
 
 # The default study's GRPO-λ line (config/config.yaml): recent style, ε-trace, λ = 0.99, the paper's relative form.
 VARIANT = {"objective": "grpo_lambda", "lam": 0.99, "style": "recent", "update": "trace", "form": "relative"}
@@ -50,8 +51,8 @@ def parse_fields(text: str) -> dict:
     fields = {}
     for item in filter(None, (part.strip() for part in text.split(","))):
         role, _, column = item.partition("=")
-        if role not in registry.FIELDS or not column:
-            raise argparse.ArgumentTypeError(f"{item!r}: write ROLE=COLUMN, ROLE one of {', '.join(registry.FIELDS)}")
+        if role not in FIELDS or not column:
+            raise argparse.ArgumentTypeError(f"{item!r}: write ROLE=COLUMN, ROLE one of {', '.join(FIELDS)}")
         fields[role] = column
     return fields
 
@@ -96,7 +97,7 @@ def main(argv: list[str] | None = None) -> None:
     parser.add_argument("--fields", type=parse_fields, default={}, metavar="ROLE=COLUMN,...",
                         help="the data's column for problem, answer and optionally id and solution "
                              "(default: problem=problem,answer=answer)")
-    parser.add_argument("--answer-kind", default="text", choices=registry.ANSWER_KINDS)
+    parser.add_argument("--answer-kind", default="text", choices=ANSWER_KINDS)
     parser.add_argument("--split", default="train", help="the hub dataset's (or save_to_disk folder's) split")
     parser.add_argument("--hub-config", help="the hub dataset's config (datasets.load_dataset's name)")
     parser.add_argument("--revision", help="the hub dataset's revision (a commit pins it)")

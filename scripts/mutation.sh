@@ -49,8 +49,10 @@ declare -A TESTS=(
             tests/test_trace_length.py::test_a_fixed_trace_length_must_hold_the_completion_length_rounded_up_to_the_padding_multiple
             tests/test_trace_length.py::test_trace_length_values_are_checked_in_the_trainer_config_and_before_any_job
             tests/test_trace_length.py::test_a_fixed_trace_length_is_checked_against_trls_default_completion_length_where_no_setting_names_one"
+  [oar_scores]="tests/test_oar_scores.py"
   [variants]="tests/test_variants.py tests/test_sweep.py"
   [registry]="tests/test_registry.py tests/test_data_sources.py"
+  [rows]="tests/test_registry.py tests/test_data_sources.py"
   [prepare]="tests/test_prepare.py tests/test_data_sources.py tests/test_bad_rows.py tests/test_prompt_limit.py"
   [horizon]="tests/test_horizon.py"
   [advantages]="tests/test_advantages.py"
@@ -81,6 +83,7 @@ declare -A SOURCES=(
   [rewards]="src/grpo_lambda/grading/*"
   [aggregate]="src/grpo_lambda/tables/*"
   [registry]="src/grpo_lambda/data/registry.py"
+  [rows]="src/grpo_lambda/data/rows.py"
   [config]="src/grpo_lambda/config/*"
   [horizon]="src/grpo_lambda/tables/horizon.py"
   [families]="src/grpo_lambda/config/families.py"
@@ -92,8 +95,8 @@ declare -A SOURCES=(
 LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params _widest_completion
            _resolve_advantage_clamp)
 MODULES=("$@")
-[[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives trainer stats rewards aggregate config variants registry
-                                        prepare horizon advantages families design control history methods)
+[[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives oar_scores trainer stats rewards aggregate config variants registry
+                                        rows prepare horizon advantages families design control history methods)
 
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 unset PYTHONPATH  # mutmut puts its mutated copy of src/ first on the path

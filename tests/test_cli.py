@@ -1,5 +1,8 @@
 """grpo_lambda.cli: readable help, --version, and one-line errors for missing or wrong arguments."""
 
+import contextlib
+import io
+import json
 import re
 
 import pytest
@@ -32,6 +35,32 @@ def test_help_is_plain_text(capsys):
         assert exit_info.value.code == 0
         text = capsys.readouterr().out
         assert "``" not in text and not re.search(r"`\w", text.replace("`grpo-lambda STAGE --help`", "")), argv
+
+
+HELP_GOLDEN = ROOT / "tests" / "data" / "cli" / "help.json"
+
+
+def help_texts() -> dict[str, str]:
+    """``grpo-lambda --help`` and every stage's ``--help``, at a fixed width of 100 columns."""
+    texts = {}
+    for argv in [["--help"]] + [[name, "--help"] for name in _subcommands()]:
+        out = io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.suppress(SystemExit):
+            parser().parse_args(argv)
+        texts[" ".join(argv)] = out.getvalue()
+    return texts
+
+
+def test_help_is_as_recorded(monkeypatch):
+    # The commands are the pipeline's interface (the rules, the docs and users' scripts call them): moving code
+    # between modules must not change a stage, an option or a word of help. A deliberate change rewrites
+    # tests/data/cli/help.json with `python tests/test_cli.py` and shows up in the diff.
+    monkeypatch.setenv("COLUMNS", "100")
+    recorded = json.loads(HELP_GOLDEN.read_text(encoding="utf-8"))
+    texts = help_texts()
+    assert list(texts) == list(recorded), "the stages differ from tests/data/cli/help.json"
+    for argv, text in texts.items():
+        assert text == recorded[argv], f"grpo-lambda {argv} differs from tests/data/cli/help.json"
 
 
 def test_version(capsys):
@@ -82,3 +111,10 @@ def test_a_bad_config_is_named_in_one_line(tmp_path):
     result = run_main("status", "--configfile", bad)
     assert result.returncode != 0 and "Traceback" not in result.stderr
     assert "rl.max_steps" in result.stderr
+
+
+if __name__ == "__main__":  # rewrite the recorded help after a deliberate change of a command
+    import os
+
+    os.environ["COLUMNS"] = "100"
+    HELP_GOLDEN.write_text(json.dumps(help_texts(), indent=1) + "\n", encoding="utf-8")

@@ -89,3 +89,19 @@ def test_check_lines_are_each_a_family_of_their_own_and_no_comparison_is_counted
     # one training set: no `all` row repeats a set's row; each comparison is in exactly one row
     assert "all" not in set(paired["dataset"])
     assert not paired.duplicated(["model", "dataset", "method", "benchmark"]).any()
+
+
+def test_a_check_lines_holm_runs_over_its_six_rows_as_the_config_and_the_page_say(config):
+    """A check line is a family of its own: on accuracy its rows are the five suites and their mean, corrected
+    together (Holm), which config/compare.yaml and the page's own words say in so many rows."""
+    paired = pd.read_csv(TABLES / "paired.csv")
+    suites = set(config["benchmarks"])
+    for variant in config["report"]["checks"]:
+        family = paired[paired["family"] == f"check: {variant}"]
+        assert set(family["benchmark"]) == suites | {"average"} and len(family) == len(suites) + 1 == 6
+        assert set(family["procedure"]) == {"holm"}
+    words = {"config/compare.yaml": " ".join(line.split("#", 1)[1].strip() for line in
+                                             (ROOT / "config" / "compare.yaml").read_text().splitlines() if "#" in line),
+             "docs/compare-run/README.md": " ".join((RUN / "README.md").read_text().split())}
+    for where, text in words.items():
+        assert "Holm over that line's six rows" in text and "five suites and their mean" in text, where

@@ -5,6 +5,7 @@ and the declaration's checks."""
 from __future__ import annotations
 
 import copy
+import re
 
 import numpy as np
 import pandas as pd
@@ -68,6 +69,22 @@ def layout_weights(position: str) -> tuple[float, list[float], float, list[float
             decoy_w[name].append([w[d] for d in decoys])
     return (float(np.mean(graded_w["trace"])), list(np.mean(decoy_w["trace"], axis=0)),
             float(np.mean(graded_w["grpo"])), list(np.mean(decoy_w["grpo"], axis=0)))
+
+
+@pytest.mark.parametrize("path", ["config/positive-control.yaml", "docs/positive-control-run/README.md"])
+def test_the_weights_the_design_quotes_are_the_loss_s_own(path):
+    """"w_c = 57.4 at c = 20 and 18.2 at c = 85 of a 105-token completion": each number as the recent/relative
+    ε-trace's gradient gives it (λ 0.99, on policy), to the digits written; GRPO's 1."""
+    text = " ".join(line.lstrip("# ") for line in (ROOT / path).read_text().splitlines())
+    found = re.search(r"w_c = ([\d.]+) at c = (\d+) and ([\d.]+) at c = (\d+) of a (\d+)-token completion", text)
+    assert found, path
+    early, at_early, late, at_late, length = found.groups()
+    trace = token_weights(ObjectiveParams(objective="grpo_lambda", lam=0.99, style="recent", update="trace",
+                                          form="relative"), int(length))
+    for quoted, position in ((early, at_early), (late, at_late)):
+        digits = len(quoted.partition(".")[2])
+        assert round(float(trace[int(position)]), digits) == float(quoted), (path, quoted, trace[int(position)])
+    assert token_weights(ObjectiveParams(objective="grpo"), int(length)) == pytest.approx(1.0)
 
 
 def test_the_prediction_follows_from_the_loss_s_gradient_at_the_deciding_carry():

@@ -109,3 +109,18 @@ def test_planning_the_workflow_imports_no_plotting_or_training_library():
     done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300, cwd=ROOT)
     assert done.returncode == 0, done.stderr
     assert done.stdout.strip() == "[]", f"planning imports {done.stdout.strip()}"
+
+
+# The maths of the objectives and of OAR's weights: pure torch, so that they can be read, tested and reused
+# without TRL, transformers or the rest of the training stack.
+TORCH_ONLY = ("grpo_lambda.traces", "grpo_lambda.objectives", "grpo_lambda.oar_scores")
+
+
+def test_the_maths_modules_load_nothing_beyond_torch():
+    check = ("import sys\nimport torch\nbefore = set(sys.modules)\n"
+             + "".join(f"import {name}\n" for name in TORCH_ONLY)
+             + "loaded = {name.split('.')[0] for name in set(sys.modules) - before}\n"
+             + "print(sorted(loaded - set(sys.stdlib_module_names) - {'grpo_lambda'}))")
+    done = subprocess.run([sys.executable, "-c", check], capture_output=True, text=True, timeout=300, cwd=ROOT)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "[]", f"importing {', '.join(TORCH_ONLY)} loads {done.stdout.strip()} besides torch"

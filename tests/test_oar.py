@@ -283,7 +283,7 @@ def test_oar_defaults_are_the_authors(tmp_path):
     Advantage-Reshaping at 8dbc478 and its README: threshold 0.25, beta 1.0, noise_std 1e-3, the 0.1 floor."""
     import inspect
 
-    from grpo_lambda.objectives import oar_gradient_importance, oar_weights
+    from grpo_lambda.oar_scores import oar_gradient_importance, oar_weights
 
     args = GRPOLambdaConfig(output_dir=str(tmp_path), use_cpu=True, bf16=False, report_to="none",
                             objective="grpo", oar_method="gradient")

@@ -404,3 +404,76 @@ def test_ptrace_past_scope_is_not_grpo_on_policy():
     assert round(((ptrace - grpo).norm() / grpo.norm()).item(), 2) == 0.89
     torch.testing.assert_close(higher, grpo, rtol=0, atol=0)
     assert "0.89" in (ROOT / "config" / "beyond.yaml").read_text()
+
+
+# -- what the run pages and the other papers' configs say of their sources ------------------------------------
+
+STRACE_SUMMARY = PAPER_DIR / "strace-2605.05965-summary.txt"
+
+
+@pytest.fixture(scope="module")
+def strace_page() -> tuple[str, str]:
+    """The S-trace paper's public summary page: (its abstract, the rest: the page's generated summary)."""
+    if not STRACE_SUMMARY.is_file():
+        pytest.skip(f"the S-trace summary page is not here ({STRACE_SUMMARY})")
+    text = STRACE_SUMMARY.read_text()
+    before, _, after = text.partition("\nAbstract\n")
+    abstract, _, rest = after.partition("AI Key Findings")
+    assert abstract.strip() and rest.strip()
+    return squeeze(abstract), squeeze(before + " " + rest)
+
+
+def test_strace_paper_yaml_says_which_baseline_the_abstract_names_and_which_only_the_summary(strace_page):
+    """The abstract compares S-trace with GRPO; GRPO(λ) appears only in the page's generated summary. The
+    config quotes each from where it is and says the second rests on the summary."""
+    abstract, summary = strace_page
+    text = comment_text(ROOT / "config" / "strace-paper.yaml")
+    assert '"S-trace not only outperforms GRPO")' in text and '("S-trace outperforms GRPO(λ)", its Key Results)' in text
+    assert "S-trace not only outperforms GRPO" in abstract and "GRPO(λ)" not in abstract
+    assert "S-trace outperforms GRPO(λ)" in summary
+    assert "rests on the page's generated summary, not on the abstract" in text
+
+
+def test_strace_paper_yaml_takes_four_optimizer_steps_per_generation_batch_as_it_says():
+    """Four optimizer steps per generation batch (GSPO's practice), not DAPO's 16: TRL's steps_per_generation
+    counts micro-batches, so it is four times the gradient accumulation, for every model."""
+    import yaml
+
+    config = yaml.safe_load((ROOT / "config" / "strace-paper.yaml").read_text())
+    text = comment_text(ROOT / "config" / "strace-paper.yaml")
+    assert "Four optimizer steps per generation batch (GSPO's practice" in text
+    assert "16 gradient updates for each rollout step" in text and "DAPO's practice" not in text
+    settings = [config["rl"]] + [{**config["rl"], **spec.get("rl", {}), "trl": {**config["rl"]["trl"],
+                                                                                 **spec.get("rl", {}).get("trl", {})}}
+                                 for spec in config["models"].values()]
+    assert {rl["trl"]["steps_per_generation"] / rl["gradient_accumulation_steps"] for rl in settings} == {4}
+
+
+def table_2_row(paper: str, name: str) -> list[int]:
+    """A row of Table 2 as numbers: the extracted text writes each cell twice ("256256" for 256)."""
+    line = next(line for line in section(paper, "Table 2").splitlines() if line.startswith(name + " "))
+    cells = line.removeprefix(name + " ").split()
+    return [int(cell[:len(cell) // 2]) if cell[:len(cell) // 2] * 2 == cell else int(cell) for cell in cells]
+
+
+def test_the_horizon_page_gives_table_2s_completion_lengths_and_the_evaluations_budget(paper):
+    """docs/horizon-run: the paper's RL completions are Table 2's lengths (256 tokens, 768 for the 7B model);
+    3,000 new tokens is its evaluation's budget (config/paper.yaml's evaluation), not a chain's length."""
+    import yaml
+
+    assert table_2_row(paper, "Maximum completion length") == [256, 256, 768]
+    page = squeeze((ROOT / "docs" / "horizon-run" / "README.md").read_text())
+    assert ("RL completions of at most 256 tokens (768 for the 7B model; Table 2's \"Maximum completion length\"), "
+            "and up to 3,000 new tokens only at evaluation") in page
+    assert "thousands of tokens" not in page
+    assert yaml.safe_load((ROOT / "config" / "paper.yaml").read_text())["evaluation"]["max_new_tokens"] == 3000
+
+
+def test_position_weight_yaml_labels_its_weight_for_style_both_an_inference(paper):
+    """§3.2's ε-weight paragraph weighs with the recent trace, Σ (γλ)^l, and writes no weight for style both;
+    Eq. 2's max((γλ)^l, (γλ)^(t−l)) is the ε-trace's. The config says its weight for both is an inference."""
+    weighting = section(paper, "§3.2").split("Traces as per-token weighting", 1)[1].split("In the RL literature", 1)[0]
+    assert "we propose to directly weight" in weighting and "max(" not in weighting and "both" not in weighting
+    assert "max(" in section(paper, "Eq. 2") or "tr(t,l)" in section(paper, "Eq. 2")
+    text = comment_text(ROOT / "config" / "trace" / "position-weight.yaml")
+    assert "The style both's weight is an inference, not the paper's formula" in text

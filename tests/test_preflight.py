@@ -8,8 +8,10 @@ import pytest
 import yaml
 
 from conftest import ROOT, run_main
-from grpo_lambda import preflight
 from grpo_lambda import config as study
+from grpo_lambda.preflight import node, step_ratio, verdict
+from grpo_lambda.preflight import study as study_check
+from grpo_lambda.preflight.context import DEFAULT_STUDY, Context, Fail
 
 
 def run_cli(cli, tmp_path, *options, env=None):
@@ -39,7 +41,7 @@ def test_quick_preflight_on_a_cpu_runs_what_applies_and_names_what_it_skips(tmp_
                      "step-ratio": "skip", "study": "skip", "vllm-colocate": "skip"}
     assert "preflight: go (4 ok, 0 failed, 5 skipped: cuda, bf16, step-ratio, study, vllm-colocate)" in result.stdout
     checks = {check["name"]: check for check in record["checks"]}
-    assert record["verdict"] == "go" and [check["name"] for check in record["checks"]] == list(preflight.CHECKS)
+    assert record["verdict"] == "go" and [check["name"] for check in record["checks"]] == list(verdict.CHECKS)
     # the all-reduce really summed across 2 processes (gloo, the CPU jobs' backend)
     assert checks["all-reduce"]["details"]["correct"] and "gloo, 2 processes" in checks["all-reduce"]["reason"]
     assert checks["versions"]["details"]["trl"] and checks["study"]["reason"] == "--quick"
@@ -66,47 +68,47 @@ def test_hub_models_neither_cached_nor_reachable_fail_by_name(tmp_path, monkeypa
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_CACHE", str(tmp_path / "hf" / "hub"))
     monkeypatch.setattr(huggingface_hub.constants, "HF_HUB_OFFLINE", True)
     config = study.load(ROOT / "config" / "paper.yaml")
-    context = preflight.Context(config, cpu=True, work=tmp_path, study_config="")
-    with pytest.raises(preflight.Fail, match="Qwen/Qwen2.5-Math-1.5B-Instruct.*run the prefetch rule"):
-        preflight.check_hub(context)
+    context = Context(config, cpu=True, work=tmp_path, study_config="")
+    with pytest.raises(Fail, match="Qwen/Qwen2.5-Math-1.5B-Instruct.*run the prefetch rule"):
+        node.check_hub(context)
     # once a model is in the cache, it is no longer missing
     cached = tmp_path / "hf" / "hub" / "models--Qwen--Qwen2.5-Math-1.5B-Instruct" / "snapshots" / "abc"
     cached.mkdir(parents=True)
     (cached / "config.json").write_text("{}")
     (tmp_path / "hf" / "hub" / "models--Qwen--Qwen2.5-Math-1.5B-Instruct" / "refs").mkdir()
     (tmp_path / "hf" / "hub" / "models--Qwen--Qwen2.5-Math-1.5B-Instruct" / "refs" / "main").write_text("abc")
-    with pytest.raises(preflight.Fail) as failure:
-        preflight.check_hub(context)
+    with pytest.raises(Fail) as failure:
+        node.check_hub(context)
     assert "model Qwen/Qwen2.5-Math-1.5B-Instruct" not in str(failure.value)
     assert "model deepseek-ai/DeepSeek-R1-Distill-Qwen-7B" in str(failure.value)
 
 
 def test_disk_estimate_counts_snapshots_resume_states_and_sft_models():
     config = study.load(ROOT / "config" / "config.yaml")
-    parameters, width = preflight.model_parameters(config, "tiny")
+    parameters, width = node.model_parameters(config, "tiny")
     from grpo_lambda import tiny
 
     built = tiny.build_model(tiny.build_tokenizer(), **tiny.DEFAULT_ARCHITECTURE)
     assert (parameters, width) == (sum(p.numel() for p in built.parameters()), 4)
-    total, parts = preflight.grid_disk_estimate(config)
+    total, parts = node.grid_disk_estimate(config)
     cells = len(study.rl_cells(config))  # 2 variants × 4 seeds; final model only (no checkpoints)
     expected = cells * (4 * parameters + 2 * (4 * parameters + 8 * parameters)) + 4 * parameters
     assert total == pytest.approx(expected) and parts["tiny"] == pytest.approx(expected / 1e9)
     # a hub model that is not cached is sized by its name; a LoRA model's resume state holds no Adam moments
     paper = study.load(ROOT / "config" / "paper.yaml")
     lora = next(model for model, spec in paper["models"].items() if spec.get("lora"))
-    assert preflight.model_parameters(paper, lora) == (7_000_000_000, 2)
+    assert node.model_parameters(paper, lora) == (7_000_000_000, 2)
 
 
 def test_the_study_stages_follow_the_rules_order_and_paths():
     config = study.load(ROOT / "config" / "config.yaml")
     config.update(seeds=[0], results="R")
-    labels = [label for label, _ in preflight.study_commands(config)]
+    labels = [label for label, _ in study_check.study_commands(config)]
     assert labels == ["build_tiny/tiny", "prepare/arith", *[f"prepare/arith-{level}" for level in range(1, 6)],
                       "sft/tiny/arith", "evaluate/tiny/arith/sft", "train/tiny/arith/grpo/seed0",
                       "evaluate/tiny/arith/grpo/seed0", "train/tiny/arith/recent-trace-0.99/seed0",
                       "evaluate/tiny/arith/recent-trace-0.99/seed0", "aggregate", "figures"]
-    commands = dict(preflight.study_commands(config))
+    commands = dict(study_check.study_commands(config))
     train = commands["train/tiny/arith/recent-trace-0.99/seed0"]
     assert train[train.index("--base") + 1] == "R/tiny/arith/sft/model"
     assert train[train.index("--cell") + 1] == "R/tiny/arith/recent-trace-0.99/seed0"
@@ -114,8 +116,38 @@ def test_the_study_stages_follow_the_rules_order_and_paths():
         config, "train", model="tiny", dataset="arith", variant="recent-trace-0.99")
     assert "--threads" not in train
     # the small study's stages that train or evaluate run one torch thread each (the others take none)
-    threaded = {label: command[-2:] == ["--threads", "1"] for label, command in preflight.study_commands(config, threads=1)}
+    threaded = {label: command[-2:] == ["--threads", "1"] for label, command in study_check.study_commands(config, threads=1)}
     assert threaded == {label: label.startswith(("sft/", "train/", "evaluate/")) for label in labels}
+
+
+def test_the_step_ratio_lines_are_printed_under_column_headers(tmp_path, monkeypatch):
+    """bench_step.py's rows as the check prints them: a header naming each column, then one line per variant with
+    its numbers under it (the benchmark itself is not run: its JSON record is written as it writes it)."""
+    rows = [{"variant": "trl-grpo", "ms": 40.0, "ratio": 1.0, "loss_only_ms": 1.5, "ratio_from_loss_only": 1.0},
+            {"variant": "grpo-lambda-recent", "ms": 40.8, "ratio": 1.02, "loss_only_ms": 1.9,
+             "ratio_from_loss_only": 1.01},
+            {"variant": "grpo-lambda-absolute", "ms": 41.2, "ratio": 1.03, "loss_only_ms": 2.3,
+             "ratio_from_loss_only": 1.02}]
+
+    def bench(command, log, **kwargs):
+        Path(command[command.index("--json") + 1]).write_text(json.dumps({"rows": rows}))
+
+    monkeypatch.setattr(step_ratio, "run_logged", bench)
+    printed = []
+    context = Context({}, cpu=True, work=tmp_path, study_config=None, out=printed.append)
+    context.check = "step-ratio"
+    reason, details = step_ratio.check_step_ratio(context)
+    table = [line.removeprefix("  .. step-ratio     ") for line in printed if "bench_step.py" not in line]
+    assert table[0].split() == ["variant", "ms/call", "÷", "GRPO", "per", "call", "÷", "GRPO", "from", "the", "loss",
+                                "alone"]
+    assert [line.split() for line in table[1:]] == [["trl-grpo", "40.00", "1.000", "1.0000"],
+                                                    ["grpo-lambda-recent", "40.80", "1.020", "1.0100"],
+                                                    ["grpo-lambda-absolute", "41.20", "1.030", "1.0200"]]
+    # each number ends where its header ends
+    for header in ("ms/call", "÷ GRPO per call", "÷ GRPO from the loss alone"):
+        end = table[0].index(header) + len(header)
+        assert all(line[end - 1] != " " and (len(line) == end or line[end] == " ") for line in table[1:]), header
+    assert "1.0200 from the loss alone (goal ≤ 1.03)" in reason and set(details) == {row["variant"] for row in rows}
 
 
 @pytest.mark.slow
@@ -130,14 +162,14 @@ def test_the_study_check_runs_every_stage_and_reads_the_accuracies(tmp_path):
     config["evaluation"]["max_new_tokens"] = 32
     path = tmp_path / "study.yaml"
     path.write_text(yaml.safe_dump(config))
-    context = preflight.Context(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=tmp_path / "work",
+    context = Context(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=tmp_path / "work",
                                 study_config=str(path))
     try:
-        reason, details = preflight.check_study(context)
-    except preflight.Fail as failure:  # RL may not beat SFT in 2 steps, nor anything be learned on 1 SFT epoch;
+        reason, details = study_check.check_study(context)
+    except Fail as failure:  # RL may not beat SFT in 2 steps, nor anything be learned on 1 SFT epoch;
         reason, details = str(failure), None  # every stage must still have run
         assert "RL did not beat SFT" in reason or "nothing was learned" in reason, reason
-    accuracy = preflight.study_accuracies({**study.load(path), "seeds": [0],
+    accuracy = study_check.study_accuracies({**study.load(path), "seeds": [0],
                                            "results": str(tmp_path / "work" / "study")})
     assert set(accuracy) == {"sft", "grpo", "recent-trace-0.99"}
     assert all(0 <= value <= 1 for value in accuracy.values())
@@ -176,17 +208,17 @@ def test_the_small_study_says_no_go_when_it_learned_nothing_naming_why(tmp_path,
     """As found: 'go' on a study whose own line read accuracy sft 0.000, grpo 0.000, recent-trace-0.99 0.000 and
     100% of groups with equal rewards. Now that is a failed study check, naming why; an arm above 0, or one RL step
     with a group whose rewards differ, is something learned. The stages are not run: their results are written."""
-    monkeypatch.setattr(preflight, "_run_logged", lambda *args, **kwargs: None)
-    context = preflight.Context(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=tmp_path, study_config=None)
-    config = preflight.small_study(study.load(ROOT / preflight.DEFAULT_STUDY))
+    monkeypatch.setattr(study_check, "run_logged", lambda *args, **kwargs: None)
+    context = Context(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=tmp_path, study_config=None)
+    config = study_check.small_study(study.load(ROOT / DEFAULT_STUDY))
     config.update(seeds=[0], results=str(tmp_path / "study"))
     fake_study_results(config, accuracy=accuracy, flat=flat)
     if verdict == "go":
-        reason, details = preflight.check_study(context)
+        reason, details = study_check.check_study(context)
         assert details["accuracy"] == accuracy and "every RL cell logged its 2 steps" in reason
         return
-    with pytest.raises(preflight.Fail) as failure:
-        preflight.check_study(context)
+    with pytest.raises(Fail) as failure:
+        study_check.check_study(context)
     assert "accuracy sft 0.000, grpo 0.000, recent-trace-0.99 0.000; nothing was learned: accuracy 0 for every arm " \
            "(sft, grpo, recent-trace-0.99) and every group of every RL step got equal rewards (2 cell(s), " \
            "frac_reward_zero_std 1 throughout)" in str(failure.value)
@@ -194,10 +226,10 @@ def test_the_small_study_says_no_go_when_it_learned_nothing_naming_why(tmp_path,
 
 def test_nothing_learned_needs_both_zero_accuracy_and_no_signal():
     cells = {"a": (2, True, 1.0), "b": (2, True, 1.0)}
-    assert preflight.nothing_learned({"sft": 0.0, "grpo": 0.0}, cells).startswith("nothing was learned")
-    assert preflight.nothing_learned({"sft": 0.0, "grpo": 0.01}, cells) is None
-    assert preflight.nothing_learned({"sft": 0.0, "grpo": 0.0}, {**cells, "b": (2, True, 0.75)}) is None
-    assert preflight.nothing_learned({"sft": 0.0, "grpo": 0.0}, {"a": (0, True, None)}) is None  # no steps: not told
+    assert study_check.nothing_learned({"sft": 0.0, "grpo": 0.0}, cells).startswith("nothing was learned")
+    assert study_check.nothing_learned({"sft": 0.0, "grpo": 0.01}, cells) is None
+    assert study_check.nothing_learned({"sft": 0.0, "grpo": 0.0}, {**cells, "b": (2, True, 0.75)}) is None
+    assert study_check.nothing_learned({"sft": 0.0, "grpo": 0.0}, {"a": (0, True, None)}) is None  # no steps: not told
 
 
 def _fake_checks(monkeypatch, behaviour: dict):
@@ -213,26 +245,26 @@ def _fake_checks(monkeypatch, behaviour: dict):
             return f"{name} fine", {}
         return run_check
 
-    for name in preflight.CHECKS:
-        monkeypatch.setattr(preflight, f"check_{name.replace('-', '_')}", check(name))
+    for name in verdict.CHECKS:
+        monkeypatch.setitem(verdict.RUNS, name, check(name))
     return ran
 
 
 def test_once_a_check_fails_the_slow_checks_are_skipped_saying_why(tmp_path, monkeypatch):
     """As found: on a CPU machine the cuda check failed, then the study check ran the default's 940-step SFT for
     17 minutes with nothing shown. A no-go is decided: the slow checks are left out, and the record says so."""
-    ran = _fake_checks(monkeypatch, {"cuda": preflight.Fail("no CUDA device is visible")})
+    ran = _fake_checks(monkeypatch, {"cuda": Fail("no CUDA device is visible")})
     saved = []
-    record = preflight.run(study.load(ROOT / "config" / "config.yaml"), work=str(tmp_path), out=lambda line: None,
+    record = verdict.run(study.load(ROOT / "config" / "config.yaml"), work=str(tmp_path), out=lambda line: None,
                            save=lambda partial: saved.append(partial))
     assert ran == ["versions", "cuda", "bf16", "all-reduce", "hub", "disk"]
     checks = {check["name"]: check for check in record["checks"]}
-    for name in preflight.SLOW:
+    for name in verdict.SLOW:
         assert checks[name]["status"] == "skip"
         assert checks[name]["reason"] == "cuda failed: no-go already, the slow checks are left out"
     assert record["verdict"] == "no-go" and record["complete"]
     # a record after every check, the last one the whole
-    assert [len(partial["checks"]) for partial in saved] == [*range(1, len(preflight.CHECKS) + 1), len(preflight.CHECKS)]
+    assert [len(partial["checks"]) for partial in saved] == [*range(1, len(verdict.CHECKS) + 1), len(verdict.CHECKS)]
     assert not saved[0]["complete"] and saved[0]["verdict"] == "unfinished"
 
 
@@ -240,11 +272,11 @@ def test_once_a_check_fails_the_slow_checks_are_skipped_saying_why(tmp_path, mon
 def test_a_slow_check_that_fails_stops_the_slow_checks_after_it(tmp_path, monkeypatch, failing):
     """The step-ratio check failing is a no-go like any other: the study (the default's SFT and RL, minutes to
     hours) and the vLLM check after it are skipped, naming the failed check."""
-    ran = _fake_checks(monkeypatch, {failing: preflight.Fail(f"{failing} missed its goal")})
-    record = preflight.run(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=str(tmp_path),
+    ran = _fake_checks(monkeypatch, {failing: Fail(f"{failing} missed its goal")})
+    record = verdict.run(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=str(tmp_path),
                            out=lambda line: None)
-    after = preflight.SLOW[preflight.SLOW.index(failing) + 1:]
-    assert ran == list(preflight.CHECKS[:preflight.CHECKS.index(failing) + 1])
+    after = verdict.SLOW[verdict.SLOW.index(failing) + 1:]
+    assert ran == list(verdict.CHECKS[:verdict.CHECKS.index(failing) + 1])
     checks = {check["name"]: check for check in record["checks"]}
     assert checks[failing]["status"] == "fail"
     for name in after:
@@ -256,7 +288,7 @@ def test_a_slow_check_that_fails_stops_the_slow_checks_after_it(tmp_path, monkey
 def test_ctrl_c_in_a_check_ends_it_failed_the_rest_skipped_and_the_record_kept(tmp_path, monkeypatch):
     ran = _fake_checks(monkeypatch, {"study": KeyboardInterrupt()})
     saved = []
-    record = preflight.run(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=str(tmp_path),
+    record = verdict.run(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=str(tmp_path),
                            out=lambda line: None, save=lambda partial: saved.append(partial))
     assert ran == ["versions", "cuda", "bf16", "all-reduce", "hub", "disk", "step-ratio", "study"]
     checks = {check["name"]: check for check in record["checks"]}
@@ -273,7 +305,7 @@ def test_plain_preflight_on_a_machine_without_a_gpu_is_a_no_go_within_a_minute_n
     seconds = time.monotonic() - start
     assert result.returncode == 1, result.stdout + result.stderr
     assert seconds < 60, seconds
-    assert lines["cuda"] == "fail" and all(lines[name] == "skip" for name in preflight.SLOW)
+    assert lines["cuda"] == "fail" and all(lines[name] == "skip" for name in verdict.SLOW)
     assert "preflight: this machine has no GPU: pass --cpu" in result.stdout
     assert record["verdict"] == "no-go" and record["complete"]
 

@@ -10,7 +10,8 @@ from pathlib import Path
 import pytest
 
 from grpo_lambda import files
-from grpo_lambda.data.registry import entries, load_rows, normalize_answer, registry_entry, resolve
+from grpo_lambda.data.registry import entries, load_rows, registry_entry, resolve
+from grpo_lambda.data.rows import normalize_answer
 
 DATA_DIR = Path(__file__).resolve().parents[1].parent / "shared" / "data"
 

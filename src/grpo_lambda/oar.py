@@ -14,7 +14,7 @@ The final answer of a completion is the tokens that overlap the answer the grade
 (`grpo_lambda.grading.extract.boxed_span`: the last ``\boxed{...}`` or ``\fbox{...}``, braces
 matched), else its last ``oar_answer_tokens`` tokens; the reasoning tokens are those before it; the
 other tokens keep weight 1. The scores and weights themselves are pure torch
-(`grpo_lambda.objectives`: ``oar_gradient_importance``, ``oar_perturbation_importance``,
+(`grpo_lambda.oar_scores`: ``oar_gradient_importance``, ``oar_perturbation_importance``,
 ``oar_weights``); this module finds the tokens and runs the model.
 """
 
@@ -23,7 +23,7 @@ from __future__ import annotations
 import torch
 
 from grpo_lambda.grading.extract import boxed_span
-from grpo_lambda.objectives import oar_gradient_importance, oar_perturbation_importance, oar_weights
+from grpo_lambda.oar_scores import oar_gradient_importance, oar_perturbation_importance, oar_weights
 
 
 def oar_token_weights(model, tokenizer, output: dict, args, temperature: float,
