@@ -115,3 +115,13 @@ def test_the_worked_example_in_the_statistics_page_is_the_commands_output():
     assert int(quoted[2]) == primary["units_for_effect"]
     assert float(quoted[3]) == pytest.approx(auc["mde"], abs=5e-5)
     assert int(quoted[4]) == auc["units_for_effect"]
+
+
+def test_the_config_readme_points_at_a_statistics_section_that_exists():
+    """config/README.md sends the reader of sft.seeds to a named part of docs/statistics.md: it must be there."""
+    readme = " ".join((ROOT / "config" / "README.md").read_text().split())
+    named = re.findall(r"\(\[docs/statistics\.md\]\([^)]*\), \"([^\"]+)\"", readme)
+    assert named, "config/README.md names no part of docs/statistics.md"
+    statistics = (ROOT / "docs" / "statistics.md").read_text()
+    for part in named:
+        assert part in statistics, f"config/README.md points at {part!r}, which docs/statistics.md does not hold"
