@@ -1,0 +1,176 @@
+"""Run in .venv-verl (scripts/setup.sh verl-cpu) by tests/test_verl.py: verl 0.9.1's own dispatch against the
+package, written as JSON to the path given.
+
+    python tests/verl_plugin.py OUT.json
+
+- "registered": the loss verl holds under "grpo_lambda" after a bare `import verl` (the package's verl.plugins
+  entry point) is the plugin's function.
+- "loss": for every objective setting below and each of verl's loss_agg_modes, the largest difference between
+  verl's get_policy_loss_fn("grpo_lambda") with an ActorConfig that verl built itself (omega_conf_to_dataclass from
+  a config naming the plugin's _target_) and the package's objectives.policy_loss with the loss_type of that mode,
+  in the loss and in its gradient (relative to the loss's size where it exceeds 1), float32 random batches.
+- "otb": the largest difference between verl's registered optimal_token_baseline and the package's otb_advantages.
+- "refusals": the message of each bad setting.
+"""
+
+from __future__ import annotations
+
+import itertools
+import json
+import sys
+
+import numpy as np
+import torch
+import verl  # noqa: F401  (loads the verl.plugins entry points)
+from omegaconf import OmegaConf
+from verl.trainer.ppo import core_algos
+from verl.utils.config import omega_conf_to_dataclass
+
+from grpo_lambda.advantages import GroupBatch, otb_advantages
+from grpo_lambda.integrations import verl as plugin
+from grpo_lambda.objectives import ObjectiveParams, policy_loss
+from grpo_lambda.traces import FORMS, STYLES
+
+B, T, GROUP = 8, 14, 4
+CLIP_LOW, CLIP_HIGH = 0.2, 0.28
+# verl's aggregation -> the package's loss_type that normalises alike (dr_grpo's constant: the padded width T,
+# verl's default loss_scale_factor) and the dapo token count it amounts to.
+MODES = {"token-mean": ("bnpo", None), "seq-mean-token-mean": ("grpo", None),
+         "seq-mean-token-sum-norm": ("dr_grpo", None), "token-sum": ("dapo", 1.0)}
+
+
+def settings():
+    """The objective settings of tests/test_objectives.py and tests/test_traces*.py: every form, style and update
+    at λ 0, 0.5, 0.99 and 1 with ε 0, 1e-7 and 0.05, the absolute form under each trace length, the clamp off and
+    at the paper's −0.1; P-trace with both scopes; GRPO."""
+    for form, style, update, lam, eps, clamp in itertools.product(FORMS, STYLES, ("trace", "weight", "position"),
+                                                                   (0.0, 0.5, 0.99, 1.0), (0.0, 1e-7, 0.05),
+                                                                   (None, -0.1)):
+        lengths = (None, 2 * T, "batch_max", "per_sequence") if form == "absolute" else (None,)
+        for trace_length in lengths:
+            yield dict(objective="grpo_lambda", form=form, style=style, update=update, lam=lam, eps=eps,
+                       advantage_clamp=clamp, trace_length=trace_length)
+    for scope, lam, clamp in itertools.product(("past", "sequence"), (0.0, 0.5, 0.99, 1.0), (None, -0.1)):
+        yield dict(objective="ptrace", history_scope=scope, lam=lam, advantage_clamp=clamp)
+    yield dict(objective="grpo")
+    yield dict(objective="grpo_lambda", lam=0.99, delta=1.5)
+
+
+def actor_config(**policy_loss):
+    """An ActorConfig as verl's workers build it: hydra instantiates the config from its _target_s."""
+    return omega_conf_to_dataclass(OmegaConf.create({
+        "_target_": "verl.workers.config.ActorConfig", "strategy": "fsdp", "rollout_n": GROUP,
+        "ppo_mini_batch_size": B, "ppo_micro_batch_size_per_gpu": B, "clip_ratio": 0.2,
+        "clip_ratio_low": CLIP_LOW, "clip_ratio_high": CLIP_HIGH,
+        "policy_loss": {"_target_": "grpo_lambda.integrations.verl.GRPOLambdaLossConfig", "loss_mode": "grpo_lambda",
+                        **policy_loss}}))
+
+
+def batch(seed):
+    generator = torch.Generator().manual_seed(seed)
+    lengths = torch.randint(1, T + 1, (B,), generator=generator)
+    lengths[0] = T
+    mask = torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)
+    logps = -torch.rand(B, T, generator=generator) * 3
+    old = logps + 0.3 * torch.randn(B, T, generator=generator)
+    per_sequence = torch.randn(B, 1, generator=generator).expand(B, T)
+    per_token = torch.randn(B, T, generator=generator)
+    return logps, old, mask, per_sequence, per_token
+
+
+def loss_differences():
+    loss_fn = core_algos.get_policy_loss_fn("grpo_lambda")
+    worst = {"loss": 0.0, "gradient": 0.0, "settings": 0, "cases": 0}
+    for index, setting in enumerate(settings()):
+        config = actor_config(**setting)
+        logps, old, mask, per_sequence, per_token = batch(index)
+        for mode, (loss_type, num_items) in MODES.items():
+            for advantages in (per_sequence, per_token):
+                mine = logps.clone().requires_grad_()
+                loss, metrics = loss_fn(old_log_prob=old, log_prob=mine, advantages=advantages, response_mask=mask,
+                                        loss_agg_mode=mode, config=config, rollout_is_weights=None)
+                (grad,) = torch.autograd.grad(loss, mine)
+                theirs = logps.clone().requires_grad_()
+                params = ObjectiveParams(**setting, epsilon_low=CLIP_LOW, epsilon_high=CLIP_HIGH, loss_type=loss_type,
+                                         max_completion_length=T)
+                expected, _ = policy_loss(theirs, old, None, advantages, mask.float(), params, num_items=num_items)
+                (expected_grad,) = torch.autograd.grad(expected, theirs)
+                # relative to the loss's size where it exceeds 1 (token-sum adds up to a hundred tokens)
+                scale = max(1.0, expected.abs().item(), expected_grad.abs().max().item())
+                worst["loss"] = max(worst["loss"], (loss - expected).abs().item() / scale)
+                worst["gradient"] = max(worst["gradient"], (grad - expected_grad).abs().max().item() / scale)
+                worst["cases"] += 1
+                assert set(metrics) >= {"actor/pg_clipfrac", "actor/ppo_kl"}, metrics
+        worst["settings"] += 1
+    return worst
+
+
+def data_parallel_difference():
+    """token-mean over two data-parallel ranks: verl divides by the global token count and multiplies by dp_size,
+    the package's dapo divides by the count it is given (the global count over the ranks)."""
+    config = actor_config(lam=0.99, form="absolute", style="both", eps=1e-7, advantage_clamp=-0.1, trace_length=2 * T)
+    logps, old, mask, per_sequence, _ = batch(1000)
+    global_tokens = 3 * int(mask.sum())
+    config.global_batch_info.update(dp_size=2, batch_num_tokens=global_tokens, global_batch_size=3 * B)
+    mine = logps.clone().requires_grad_()
+    loss, _ = core_algos.get_policy_loss_fn("grpo_lambda")(old, mine, per_sequence, mask, "token-mean", config)
+    params = ObjectiveParams(objective="grpo_lambda", lam=0.99, form="absolute", style="both", eps=1e-7,
+                             advantage_clamp=-0.1, trace_length=2 * T, epsilon_low=CLIP_LOW, epsilon_high=CLIP_HIGH,
+                             loss_type="dapo")
+    expected, _ = policy_loss(logps, old, None, per_sequence, mask.float(), params, num_items=global_tokens / 2)
+    return abs(loss.item() - expected.item())
+
+
+def otb_difference():
+    generator = torch.Generator().manual_seed(7)
+    lengths = torch.randint(1, T + 1, (B,), generator=generator)
+    mask = (torch.arange(T).unsqueeze(0) < lengths.unsqueeze(1)).float()
+    rewards = torch.randint(0, 2, (B,), generator=generator).float()
+    token_rewards = torch.zeros(B, T)
+    token_rewards[torch.arange(B), lengths - 1] = rewards  # the outcome reward at the last token, as verl's
+    logps = -torch.rand(B, T, generator=generator) * 2
+    sum_pi_squared = torch.rand(B, T, generator=generator) * logps.exp() ** 2 + logps.exp() ** 2
+    index = np.array([f"prompt-{row // GROUP}" for row in range(B)], dtype=object)
+    theirs, _ = core_algos.get_adv_estimator_fn("optimal_token_baseline")(
+        token_level_rewards=token_rewards, response_mask=mask, index=index, old_log_probs=logps,
+        sum_pi_squared=sum_pi_squared, handle_zero_tail=False)
+    mine = otb_advantages(GroupBatch(rewards=rewards, mask=mask, advantages=torch.zeros(B), group_size=GROUP,
+                                     logps=logps, sum_pi_squared=sum_pi_squared))
+    return (theirs - mine).abs().max().item()
+
+
+def refusals():
+    messages = {}
+    for name, setting in {"lam": {"lam": 1.5}, "style": {"style": "late"}, "form": {"form": "rel"},
+                          "trace_length": {"trace_length": -3}, "advantage_clamp": {"advantage_clamp": 0.5},
+                          "objective": {"objective": "strace"}}.items():
+        try:
+            actor_config(**setting)
+            messages[name] = None
+        except Exception as error:  # hydra wraps the config's ValueError in its InstantiationException
+            messages[name] = str(error)
+    bare = omega_conf_to_dataclass(OmegaConf.create({
+        "_target_": "verl.workers.config.ActorConfig", "strategy": "fsdp", "rollout_n": GROUP,
+        "ppo_mini_batch_size": B, "ppo_micro_batch_size_per_gpu": B,
+        "policy_loss": {"_target_": "verl.workers.config.PolicyLossConfig", "loss_mode": "grpo_lambda"}}))
+    logps, old, mask, per_sequence, _ = batch(0)
+    try:
+        core_algos.get_policy_loss_fn("grpo_lambda")(old, logps, per_sequence, mask, "token-mean", bare)
+        messages["verl's own PolicyLossConfig"] = None
+    except ValueError as error:
+        messages["verl's own PolicyLossConfig"] = str(error)
+    return messages
+
+
+def main(out: str) -> None:
+    registered = core_algos.POLICY_LOSS_REGISTRY.get("grpo_lambda")
+    result = {"registered": registered is plugin.compute_policy_loss_grpo_lambda,
+              "loss": loss_differences(), "data_parallel": data_parallel_difference(), "otb": otb_difference(),
+              "refusals": refusals()}
+    with open(out, "w") as handle:
+        json.dump(result, handle, indent=1)
+    print(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main(sys.argv[1])
