@@ -1,6 +1,7 @@
 """The GRPO-λ loss as a verl plugin (grpo_lambda.integrations.verl), checked against verl 0.9.1 itself in its own
 environment (envs/requirements-verl-cpu.txt, installed into .venv-verl by scripts/setup.sh verl-cpu): verl's
-dispatch gives the package's loss and gradient, the package's OTB is verl's, bad settings are refused by name."""
+dispatch gives the package's loss and gradient, a training step through verl's worker loss is the package's objective,
+the package's OTB is verl's, bad settings are refused by name (tests/verl_plugin.py runs them there)."""
 
 import json
 import os
@@ -40,6 +41,20 @@ def test_verls_dispatch_gives_the_packages_loss_and_gradient_for_every_setting_a
 
 
 @pytest.mark.slow
+def test_verls_dispatch_gives_theorem_1s_gradient_with_the_dense_trace_matrix(verl_result):
+    assert verl_result["oracle"] <= 1e-6
+
+
+@pytest.mark.slow
+def test_a_training_step_through_verls_worker_loss_is_the_packages_objective_with_table_2s_kl(verl_result):
+    """verl's ppo_loss (policy loss + its k3 KL loss at β 0.04) on a tiny model: the package's loss and parameter
+    gradient (beta 0.04, no ratio correction), and an SGD step on it lowers the loss."""
+    step = verl_result["actor_step"]
+    assert step["loss"] <= 1e-6 and step["gradient"] <= 1e-6, step
+    assert step["after"] < step["before"], step
+
+
+@pytest.mark.slow
 def test_the_packages_otb_is_verls_registered_optimal_token_baseline(verl_result):
     assert verl_result["otb"] <= 1e-6
 
@@ -55,3 +70,16 @@ def test_a_bad_setting_is_refused_naming_its_verl_key(verl_result, key):
 def test_verls_own_policy_loss_config_is_refused_with_the_plugins_config_named(verl_result):
     message = verl_result["refusals"]["verl's own PolicyLossConfig"]
     assert message is not None and "_target_=grpo_lambda.integrations.verl.GRPOLambdaLossConfig" in message
+
+
+@pytest.mark.slow
+def test_the_documented_verl_command_composes_into_table_2s_grpo_lambda_setting(verl_result):
+    """docs/verl.md's command (not run: no GPU) against verl's own Hydra config: every override a key verl knows,
+    and the actor config verl builds from it holds the plugin's config with the paper's both/ε-trace/0.99 setting."""
+    command = verl_result["command"]
+    assert command["config_class"] == "GRPOLambdaLossConfig" and command["loss_mode"] == "grpo_lambda"
+    assert command["settings"] == {"objective": "grpo_lambda", "lam": 0.99, "gamma": 1.0, "style": "both",
+                                   "form": "absolute", "eps": 1e-7, "update": "trace", "trace_length": 256,
+                                   "advantage_clamp": -0.1, "delta": None, "history_scope": "past"}
+    assert command["settings"]["trace_length"] == command["max_response_length"] == 256
+    assert command["rollout_n"] == 8 and command["use_kl_loss"] is True and command["kl_loss_coef"] == 0.04

@@ -9,27 +9,40 @@ package, written as JSON to the path given.
   verl's get_policy_loss_fn("grpo_lambda") with an ActorConfig that verl built itself (omega_conf_to_dataclass from
   a config naming the plugin's _target_) and the package's objectives.policy_loss with the loss_type of that mode,
   in the loss and in its gradient (relative to the loss's size where it exceeds 1), float32 random batches.
+- "oracle": on-policy, token-mean, no clamp: the largest difference between the gradient verl's dispatch gives and
+  Theorem 1's −Σ_t W[t,c] A_t mask_t mask_c / N, W the dense trace matrix the package's tests take as the oracle.
+- "actor_step": one training step of a tiny model through verl's worker loss (verl.workers.utils.losses.ppo_loss:
+  the policy loss, then verl's k3 KL loss at Table 2's β = 0.04): its loss and parameter gradient against the
+  package's policy_loss with the same KL (beta 0.04, no ratio correction), and the loss before and after an SGD step.
 - "otb": the largest difference between verl's registered optimal_token_baseline and the package's otb_advantages.
 - "refusals": the message of each bad setting.
+- "command": the verl command of docs/verl.md composed with verl's own Hydra config (ppo_trainer), and the actor
+  config verl builds from it.
 """
 
 from __future__ import annotations
 
 import itertools
 import json
+import re
 import sys
+from pathlib import Path
 
 import numpy as np
 import torch
 import verl  # noqa: F401  (loads the verl.plugins entry points)
+from hydra import compose, initialize_config_module
 from omegaconf import OmegaConf
+from tensordict import TensorDict
 from verl.trainer.ppo import core_algos
+from verl.utils import tensordict_utils
 from verl.utils.config import omega_conf_to_dataclass
+from verl.workers.utils.losses import ppo_loss
 
 from grpo_lambda.advantages import GroupBatch, otb_advantages
 from grpo_lambda.integrations import verl as plugin
 from grpo_lambda.objectives import ObjectiveParams, policy_loss
-from grpo_lambda.traces import FORMS, STYLES
+from grpo_lambda.traces import FORMS, STYLES, trace_matrix
 
 B, T, GROUP = 8, 14, 4
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28
@@ -56,12 +69,12 @@ def settings():
     yield dict(objective="grpo_lambda", lam=0.99, delta=1.5)
 
 
-def actor_config(**policy_loss):
+def actor_config(actor=None, **policy_loss):
     """An ActorConfig as verl's workers build it: hydra instantiates the config from its _target_s."""
     return omega_conf_to_dataclass(OmegaConf.create({
         "_target_": "verl.workers.config.ActorConfig", "strategy": "fsdp", "rollout_n": GROUP,
         "ppo_mini_batch_size": B, "ppo_micro_batch_size_per_gpu": B, "clip_ratio": 0.2,
-        "clip_ratio_low": CLIP_LOW, "clip_ratio_high": CLIP_HIGH,
+        "clip_ratio_low": CLIP_LOW, "clip_ratio_high": CLIP_HIGH, **(actor or {}),
         "policy_loss": {"_target_": "grpo_lambda.integrations.verl.GRPOLambdaLossConfig", "loss_mode": "grpo_lambda",
                         **policy_loss}}))
 
@@ -121,6 +134,77 @@ def data_parallel_difference():
     return abs(loss.item() - expected.item())
 
 
+def oracle_difference():
+    loss_fn = core_algos.get_policy_loss_fn("grpo_lambda")
+    worst = 0.0
+    for index, (form, style, lam, eps) in enumerate(itertools.product(FORMS, STYLES, (0.5, 0.99), (0.0, 0.05))):
+        logps, _, mask, per_sequence, per_token = batch(2000 + index)
+        for advantages in (per_sequence, per_token):
+            mine = logps.clone().requires_grad_()
+            config = actor_config(form=form, style=style, lam=lam, eps=eps)
+            loss, _ = loss_fn(logps, mine, advantages, mask, "token-mean", config)
+            (grad,) = torch.autograd.grad(loss, mine)
+            matrix = trace_matrix(T, lam, style=style, form=form, eps=eps, dtype=torch.float32)
+            weighted = advantages * mask
+            expected = -(weighted @ matrix) * mask / mask.sum()
+            worst = max(worst, (grad - expected).abs().max().item())
+    return worst
+
+
+def actor_step():
+    """A tiny causal model (an embedding and a linear head) scored through verl's ppo_loss on padded prompts and
+    responses laid out as verl's engines hand them over (one flat row of next-token log-probs per sequence)."""
+    prompt_length, response_length, vocabulary, rows = 3, 6, 11, 4
+    generator = torch.Generator().manual_seed(3)
+    prompts = torch.randint(0, vocabulary, (rows, prompt_length), generator=generator)
+    responses = torch.randint(0, vocabulary, (rows, response_length), generator=generator)
+    lengths = torch.tensor([response_length, 2, 4, 5])
+    response_mask = torch.arange(response_length).unsqueeze(0) < lengths.unsqueeze(1)
+    attention_mask = torch.cat([torch.ones(rows, prompt_length, dtype=torch.long), response_mask.long()], 1)
+    torch.manual_seed(0)
+    model = torch.nn.Sequential(torch.nn.Embedding(vocabulary, 8), torch.nn.Linear(8, vocabulary))
+
+    def next_token_logps():  # column i: log π(token i + 1 | tokens ≤ i)
+        ids = torch.cat([prompts, responses], 1)
+        logits = model(ids[:, :-1])
+        return torch.log_softmax(logits, -1).gather(-1, ids[:, 1:].unsqueeze(-1)).squeeze(-1)
+
+    with torch.no_grad():
+        current = next_token_logps()[:, prompt_length - 1:]
+        old = current + 0.05 * torch.randn(rows, response_length, generator=generator)
+        ref = current + 0.05 * torch.randn(rows, response_length, generator=generator)
+    advantages = torch.randn(rows, 1, generator=generator).expand(rows, response_length) * response_mask
+    settings = dict(lam=0.99, style="both", form="absolute", eps=1e-7, advantage_clamp=-0.1, trace_length=response_length)
+    config = actor_config(actor={"use_kl_loss": True, "kl_loss_coef": 0.04, "kl_loss_type": "low_var_kl",
+                                 "loss_agg_mode": "token-mean", "clip_ratio_high": CLIP_LOW}, **settings)
+    data = TensorDict({"prompts": prompts, "responses": responses, "attention_mask": attention_mask,
+                       "response_mask": response_mask.long(), "old_log_probs": old, "advantages": advantages,
+                       "ref_log_prob": ref}, batch_size=[rows])
+    tensordict_utils.assign_non_tensor(data, dp_size=1, batch_num_tokens=int(response_mask.sum()),
+                                       global_batch_size=rows)
+
+    def verl_loss():
+        logps = next_token_logps()
+        flat = torch.cat([torch.cat([logps[row, :prompt_length + int(lengths[row]) - 1], logps.new_zeros(1)])
+                          for row in range(rows)])
+        return ppo_loss(config, {"log_probs": flat}, data)[0]
+
+    params = ObjectiveParams(objective="grpo_lambda", **settings, beta=0.04, kl_ratio_correction=False,
+                             epsilon_low=CLIP_LOW, epsilon_high=CLIP_LOW, loss_type="bnpo")
+    expected, _ = policy_loss(next_token_logps()[:, prompt_length - 1:], old, ref, advantages, response_mask.float(),
+                              params)
+    expected_grads = torch.autograd.grad(expected, list(model.parameters()))
+    optimizer = torch.optim.SGD(model.parameters(), lr=0.5)
+    loss = verl_loss()
+    loss.backward()
+    grad_difference = max((p.grad - e).abs().max().item() for p, e in zip(model.parameters(), expected_grads))
+    optimizer.step()
+    with torch.no_grad():
+        after = verl_loss().item()
+    return {"loss": abs(loss.item() - expected.item()), "gradient": grad_difference, "before": loss.item(),
+            "after": after}
+
+
 def otb_difference():
     generator = torch.Generator().manual_seed(7)
     lengths = torch.randint(1, T + 1, (B,), generator=generator)
@@ -162,10 +246,27 @@ def refusals():
     return messages
 
 
+def documented_command():
+    """The overrides of docs/verl.md's command line ($VARIABLES as placeholders), composed and built as verl does."""
+    text = (Path(__file__).resolve().parents[1] / "docs" / "verl.md").read_text()
+    block = re.search(r"```bash\npython3 -m verl\.trainer\.main_ppo \\\n(.*?)```", text, re.S).group(1)
+    overrides = [re.sub(r"\$(\w+)", r"placeholder-\1", line.strip().rstrip("\\").strip())
+                 for line in block.splitlines() if line.strip()]
+    with initialize_config_module(config_module="verl.trainer.config", version_base=None):
+        config = compose(config_name="ppo_trainer", overrides=overrides)
+    actor = omega_conf_to_dataclass(config.actor_rollout_ref.actor)
+    loss = actor.policy_loss
+    return {"overrides": len(overrides), "config_class": type(loss).__name__, "loss_mode": loss.loss_mode,
+            "settings": {key: getattr(loss, key) for key in plugin.SETTINGS},
+            "max_response_length": config.data.max_response_length, "rollout_n": config.actor_rollout_ref.rollout.n,
+            "kl_loss_coef": actor.kl_loss_coef, "use_kl_loss": actor.use_kl_loss}
+
+
 def main(out: str) -> None:
     registered = core_algos.POLICY_LOSS_REGISTRY.get("grpo_lambda")
     result = {"registered": registered is plugin.compute_policy_loss_grpo_lambda,
-              "loss": loss_differences(), "data_parallel": data_parallel_difference(), "otb": otb_difference(),
+              "loss": loss_differences(), "data_parallel": data_parallel_difference(), "oracle": oracle_difference(),
+              "actor_step": actor_step(), "otb": otb_difference(), "command": documented_command(),
               "refusals": refusals()}
     with open(out, "w") as handle:
         json.dump(result, handle, indent=1)
