@@ -3,8 +3,8 @@ package, written as JSON to the path given.
 
     python tests/verl_plugin.py OUT.json
 
-- "registered": the loss verl holds under "grpo_lambda" after a bare `import verl` (the package's verl.plugins
-  entry point) is the plugin's function.
+- "registered": the loss verl holds under "grpo_lambda" after a bare `import verl`, before this script imports the
+  plugin, is the plugin's function (the package's verl.plugins entry point registered it).
 - "loss": for every objective setting below and each of verl's loss_agg_modes, the largest difference between
   verl's get_policy_loss_fn("grpo_lambda") with an ActorConfig that verl built itself (omega_conf_to_dataclass from
   a config naming the plugin's _target_) and the package's objectives.policy_loss with the loss_type of that mode,
@@ -39,10 +39,13 @@ from verl.utils import tensordict_utils
 from verl.utils.config import omega_conf_to_dataclass
 from verl.workers.utils.losses import ppo_loss
 
-from grpo_lambda.advantages import GroupBatch, otb_advantages
-from grpo_lambda.integrations import verl as plugin
-from grpo_lambda.objectives import ObjectiveParams, policy_loss
-from grpo_lambda.traces import FORMS, STYLES, trace_matrix
+# Read before this script imports the plugin itself: only the entry point can have registered the loss by now.
+REGISTERED_ON_IMPORT = core_algos.POLICY_LOSS_REGISTRY.get("grpo_lambda")
+
+from grpo_lambda.advantages import GroupBatch, otb_advantages  # noqa: E402
+from grpo_lambda.integrations import verl as plugin  # noqa: E402
+from grpo_lambda.objectives import ObjectiveParams, policy_loss  # noqa: E402
+from grpo_lambda.traces import FORMS, STYLES, trace_matrix  # noqa: E402
 
 B, T, GROUP = 8, 14, 4
 CLIP_LOW, CLIP_HIGH = 0.2, 0.28
@@ -263,8 +266,7 @@ def documented_command():
 
 
 def main(out: str) -> None:
-    registered = core_algos.POLICY_LOSS_REGISTRY.get("grpo_lambda")
-    result = {"registered": registered is plugin.compute_policy_loss_grpo_lambda,
+    result = {"registered": REGISTERED_ON_IMPORT is plugin.compute_policy_loss_grpo_lambda,
               "loss": loss_differences(), "data_parallel": data_parallel_difference(), "oracle": oracle_difference(),
               "actor_step": actor_step(), "otb": otb_difference(), "command": documented_command(),
               "refusals": refusals()}

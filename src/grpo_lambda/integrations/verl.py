@@ -66,6 +66,7 @@ class GRPOLambdaLossConfig(PolicyLossConfig):
         parent = getattr(super(), "__post_init__", None)
         if parent is not None:
             parent()
+        # the settings alone: the clip range is the actor's, which verl checks and the loss reads at each call
         objective_params(self, clip_ratio_low=0.2, clip_ratio_high=0.2)
 
 
