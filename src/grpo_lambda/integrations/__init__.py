@@ -1,0 +1,1 @@
+"""Adapters that run the package's objectives inside other training engines (verl: `grpo_lambda.integrations.verl`)."""
