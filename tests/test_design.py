@@ -9,6 +9,7 @@ import copy
 import math
 import re
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -89,13 +90,15 @@ def test_a_confirmatory_accuracy_family_at_three_sft_models_is_refused_naming_wh
 def test_the_widest_mde_is_the_largest_not_the_largest_standard_errors():
     """A comparison with a larger se but many more df can have the smaller MDE: the widest column is the
     largest MDE of the family's comparisons (the design check once printed a median above its 'widest')."""
-    wide_se_many_df = minimum_detectable_effect(0.021, 400, 0.05, 0.8)
-    narrow_se_few_df = minimum_detectable_effect(0.02, 3, 0.05, 0.8)
-    assert narrow_se_few_df > wide_se_many_df  # the premise
-    config = shipped("compare")
-    table = design_table(config, pilot_tables(ROOT / "docs" / "compare-run", config))
-    found = table[table["pilot_comparisons"] > 0]
-    assert (found["mde_widest"] >= found["mde"]).all()
+    config = shipped("config")
+    pilot = pd.DataFrame({"model": "tiny", "dataset": "arith", "family": "primary", "se": [0.021, 0.02],
+                          "df": [400.0, 3.0]})
+    row = design_table(config, (config, {"paired": pilot})).set_index("family").loc["primary"]
+    fam = family(nested=False, units=len(config["seeds"]), size=int(row["m"]))
+    few_df = scaled_mde(0.02, 3.0, len(config["seeds"]), len(config["seeds"]), fam, 0.05)
+    many_df = scaled_mde(0.021, 400.0, len(config["seeds"]), len(config["seeds"]), fam, 0.05)
+    assert few_df > many_df  # the premise: the smaller se has the larger MDE
+    assert row["mde_widest"] == pytest.approx(few_df) and row["mde_widest"] >= row["mde"]
 
 
 def test_the_worked_example_in_the_statistics_page_is_the_commands_output():

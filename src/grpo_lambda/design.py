@@ -122,9 +122,9 @@ def design_table(config: dict, pilot: tuple[dict, dict] | None = None,
                "mde_t": np.nan, "units_for_effect": np.nan}
         if pilot:
             found = pilot_rows(family, pilot[1])
-            se = found[f"{family.prefix}se"].astype(float).to_numpy()
-            df = found[f"{family.prefix}df"].astype(float).to_numpy()
             if len(found):
+                se = found[f"{family.prefix}se"].astype(float).to_numpy()
+                df = found[f"{family.prefix}df"].astype(float).to_numpy()
                 typical = int(np.argsort(se)[len(se) // 2])  # the median comparison (the upper of two middles)
                 # the widest is the largest MDE, not the largest se: a row's own df moves its t quantile
                 mdes = [scaled_mde(se[i], df[i], pilot_n, n, family, alpha) for i in range(len(se))]
