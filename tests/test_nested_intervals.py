@@ -282,3 +282,65 @@ def test_holm_over_four_null_horizons_rejects_at_most_five_percent(sft_models):
     assert verdicts / 2000 <= 0.06 and t_only / 2000 <= 0.06
     if sft_models == 3:
         assert verdicts == 0
+
+
+# --- the SFT-level interval by hand ---------------------------------------------------------------------------
+
+def one_column(values, sft_of):
+    """A per-run value (one column) as a nested term pair's difference: treated = value, baseline = 0."""
+    values = np.asarray(values, dtype=float)[:, None]
+    rows = tuple(range(len(values)))
+    clusters = tuple(("sft", k) for k in sft_of)
+    return [Term(1.0, values, "rl", "v", rows, clusters), Term(-1.0, np.zeros_like(values), "rl", "v", rows, clusters)]
+
+
+def test_the_sft_level_interval_is_the_t_interval_over_the_sft_models_at_k_minus_1_df():
+    """SFT models that disagree: the variance is their means' (the floor does not bind), df K − 1, and the
+    verdict's p the larger of the t test's and the exact sign-flip test's over the three means."""
+    values = [0.10, 0.12, 0.30, 0.32, 0.02, 0.04]
+    interval = linear_interval(one_column(values, [0, 0, 1, 1, 2, 2]))
+    means = np.array([0.11, 0.31, 0.03])
+    se = means.std(ddof=1) / math.sqrt(3)
+    assert interval.df == pytest.approx(2) and interval.sft_units == 3
+    assert interval.se == pytest.approx(se)
+    assert interval.sft_means == pytest.approx(tuple(means))
+    t_p = 2 * scipy_stats.t.sf(means.mean() / se, 2)
+    assert interval.t_p() == pytest.approx(t_p) and interval.exact_p() == pytest.approx(0.25)
+    assert interval.p_value() == pytest.approx(max(t_p, 0.25)) and interval.p_floor() == pytest.approx(0.25)
+
+
+def test_sft_models_that_agree_more_than_their_seeds_allow_buy_no_narrower_interval():
+    """Three SFT models with equal means but RL seeds 0.1 apart within each: the SFT models' spread is 0, so
+    the variance is the floor Σ_k n_k s²_w (here 3 · 2 · 0.005 in totals), never 0, and df stay 2."""
+    values = [0.05, 0.15, 0.05, 0.15, 0.05, 0.15]
+    interval = linear_interval(one_column(values, [0, 0, 1, 1, 2, 2]))
+    # a row's total is a·(value − mean), a = 1/6 (six runs): within an SFT model the two totals differ by
+    # 0.1/6, s²_w is their variance, and the floor sums n_k = 2 of them over the 3 SFT models
+    within = np.var([0.05 / 6, 0.15 / 6], ddof=1)
+    assert interval.se == pytest.approx(math.sqrt(6 * within))
+    assert interval.df == pytest.approx(2) and interval.high - interval.low > 0
+
+
+def test_the_exact_test_over_sft_models_counts_a_mean_of_exactly_zero_and_backs_the_verdict_at_eight():
+    """At 8 SFT models the floor is 2^(1−8); an SFT model whose mean effect is exactly 0 still counts in the
+    sign-flip test (a subset mean equal to the observed one reaches it), so its p is the exact test's."""
+    from grpo_lambda.stats import sign_flip_p
+    means = [0.0, 0.05, 0.06, 0.04, 0.07, 0.05, 0.06, 0.05]
+    values = [m for m in means for _ in range(2)]
+    interval = linear_interval(one_column(values, [k for k in range(8) for _ in range(2)]))
+    assert interval.sft_units == 8 and interval.p_floor() == pytest.approx(2 ** -7)
+    assert interval.exact_p() == pytest.approx(sign_flip_p(means))
+    assert interval.p_value() == pytest.approx(max(interval.t_p(), sign_flip_p(means)))
+
+
+def test_a_statistic_spanning_strata_has_no_exact_test_and_needs_six_sft_models():
+    """A contrast of two training sets, each its own SFT models: no SFT model holds both, so no exact test;
+    its floor is 2^(1−K) below 6 SFT models (no verdict), 0 from 6 on, and its df at most Σ (K_r − 1)."""
+    def two_strata(k):
+        a = np.array([[0.2 + 0.01 * i] for i in range(k)])
+        b = np.array([[0.1 + 0.02 * i] for i in range(k)])
+        return [Term(1.0, a, ("rl", "x"), "v", tuple(range(k)), tuple((("sft", "x"), i) for i in range(k))),
+                Term(-1.0, b, ("rl", "y"), "v", tuple(range(k)), tuple((("sft", "y"), i) for i in range(k)))]
+    small, large = linear_interval(two_strata(3)), linear_interval(two_strata(8))
+    assert small.sft_means is None and small.p_floor() == pytest.approx(0.25) and small.df <= 4 + 1e-9
+    assert large.sft_means is None and large.p_floor() == 0 and large.df <= 14 + 1e-9
