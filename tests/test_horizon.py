@@ -201,7 +201,7 @@ def test_holm_runs_over_the_horizons_of_a_pair_and_separately_over_the_trends(ta
 
 
 def test_an_exploratory_pair_s_trend_is_holm_corrected_outside_the_primary_family():
-    from grpo_lambda.tables import blocks
+    from grpo_lambda.tables import horizon_blocks
     config = horizon_config()
     mirror = {"treatment": "base", "baseline": "trace", "exploratory": True}
     config["report"]["horizon"]["pairs"]["mirror"] = mirror
@@ -213,7 +213,7 @@ def test_an_exploratory_pair_s_trend_is_holm_corrected_outside_the_primary_famil
     assert trends.loc["mirror", "estimate"] == pytest.approx(-trends.loc["trace, clamp on", "estimate"])
     assert list(trends["p_holm"]) == pytest.approx(list(trends["p"]))
     assert trends.loc["mirror", "verdict"] == "behind" and trends.loc["trace, clamp on", "verdict"] == "ahead"
-    text = blocks._horizon_finding(config, frame, options)
+    text = horizon_blocks.horizon_finding(config, frame, options)
     assert text.count("- **") == 2 and "recent/trace/0.99, exploratory)" in text
     assert text.count("SFT models' greedy") == 1  # the band line once, not per pair
     mirror["exploratory"] = False
@@ -317,10 +317,10 @@ def test_the_shipped_horizon_config_declares_its_primary_test_and_margins():
 
 
 def test_the_finding_says_grows_only_on_a_resolved_slope_and_absent_only_on_tost(table):
-    from grpo_lambda.tables import blocks
+    from grpo_lambda.tables import horizon_blocks
     config, frame = table
     options = report_options(config)
-    text = blocks._horizon_finding(config, frame, options)
+    text = horizon_blocks.horizon_finding(config, frame, options)
     assert "grows with the chain's length" in text
     trend = frame[frame["role"] == "trend"].iloc[0]
     assert f"{trend['estimate']:+.3f}".replace("-", "−") in text
@@ -329,7 +329,7 @@ def test_the_finding_says_grows_only_on_a_resolved_slope_and_absent_only_on_tost
                            ("behind", "shrinks as the chain grows")):
         changed = frame.copy()
         changed.loc[changed["role"] == "trend", "verdict"] = verdict
-        text = blocks._horizon_finding(config, changed, options)
+        text = horizon_blocks.horizon_finding(config, changed, options)
         assert words in text and "grows with" not in text
 
 

@@ -16,9 +16,8 @@ where docs/<run>/spread.csv holds them, the predictions for a run on another mac
 training-reward AUC), ``factorial`` (the effects of report.factorial), ``diagnostics`` (clip
 fractions, entropy, KL, DAPO's dropped groups), ``spread`` (docs/<run>/spread.csv: the headline numbers
 of one run per SFT seed, their mean and the prediction for one more run), ``provenance`` (what made
-the run), and a horizon study's (report.horizon) ``horizon`` (each pair's effect per chain length and
-its trend), ``horizon_errors`` (where the first carry error sits, per arm) and ``horizon_finding`` (what
-the trend's verdict says, as sentences); and those of grpo_lambda.tables.study_blocks: ``control``,
+the run), and a horizon study's (report.horizon) ``horizon``, ``horizon_errors`` and ``horizon_finding``
+(grpo_lambda.tables.horizon_blocks); and those of grpo_lambda.tables.study_blocks: ``control``,
 ``control_finding`` (a control study's effects against the directions declared before the run) and
 ``history`` (the run's seeds against the study's earlier runs', and what was decided after data was seen).
 """
@@ -30,9 +29,9 @@ import re
 import numpy as np
 import pandas as pd
 
-from grpo_lambda.config import sft_seeds
-from grpo_lambda.tables import study_blocks
-from grpo_lambda.tables.blocks_text import interval, level, p_value, signed_number, table
+from grpo_lambda.tables import horizon_blocks, study_blocks
+from grpo_lambda.tables.blocks_text import (PROCEDURE_NAMES, adjusted_p, interval, level, p_cell, p_value, procedure_of,
+                                            signed_number, table, verdict_of)
 from grpo_lambda.tables.keys import ALL_DATASETS, AVERAGE
 from grpo_lambda.tables.labels import variant_label
 from grpo_lambda.config.report import report_options
@@ -75,9 +74,9 @@ def run_blocks(run: str, config: dict, tables: dict[str, pd.DataFrame], info: di
               "diagnostics": lambda: _diagnostics(tables["diagnostics"]),
               "spread": lambda: _spread(spread),
               "provenance": lambda: _provenance(info),
-              "horizon": lambda: _horizon(tables.get("horizon")),
-              "horizon_errors": lambda: _horizon_errors(config, tables.get("horizon_errors")),
-              "horizon_finding": lambda: _horizon_finding(config, tables.get("horizon"), options),
+              "horizon": lambda: horizon_blocks.horizon(tables.get("horizon")),
+              "horizon_errors": lambda: horizon_blocks.horizon_errors(config, tables.get("horizon_errors")),
+              "horizon_finding": lambda: horizon_blocks.horizon_finding(config, tables.get("horizon"), options),
               "control": lambda: study_blocks.control(config, tables.get("control")),
               "control_finding": lambda: study_blocks.control_finding(config, tables.get("control"), options),
               "history": lambda: study_blocks.history(config, options, info)}
@@ -89,43 +88,10 @@ def run_blocks(run: str, config: dict, tables: dict[str, pd.DataFrame], info: di
 _level, _signed, _interval, _p, _table = level, signed_number, interval, p_value, table
 
 
-PROCEDURE_NAMES = {"holm": "Holm", "max_t": "max-T"}  # grpo_lambda.config.families' procedures, as the pages name them
-NO_VERDICT = "no verdict (descriptive)"
-
-
-def _procedure(row, prefix: str = "") -> str:
-    """The procedure that adjusted a row's p (its ``procedure`` column; Holm in a table written before it)."""
-    value = row.get(f"{prefix}procedure") if hasattr(row, "get") else getattr(row, f"{prefix}procedure", None)
-    return value if isinstance(value, str) and value else "holm"
-
-
-def _adjusted_p(row, prefix: str = "") -> str:
-    """"Holm p 0.067", "max-T p 0.031", or, for a descriptive family, that it has no verdict."""
-    chosen = _procedure(row, prefix)
-    if chosen == "descriptive":
-        return NO_VERDICT
-    value = row.get(f"{prefix}p_holm") if hasattr(row, "get") else getattr(row, f"{prefix}p_holm")
-    return f"{PROCEDURE_NAMES[chosen]} p {_p(value)}"
-
-
-def _verdict_of(row, prefix: str = "") -> str:
-    value = row.get(f"{prefix}verdict") if hasattr(row, "get") else getattr(row, f"{prefix}verdict")
-    return "descriptive" if _procedure(row, prefix) == "descriptive" else (value or "–")
-
-
-def _p_cell(row, prefix: str = "") -> str:
-    """An adjusted p in a table's cell: the value, marked when max-T made it; "–" for a descriptive family."""
-    chosen = _procedure(row, prefix)
-    if chosen == "descriptive":
-        return "–"
-    value = row.get(f"{prefix}p_holm") if hasattr(row, "get") else getattr(row, f"{prefix}p_holm")
-    return _p(value) + (" (max-T)" if chosen == "max_t" else "")
-
-
 def _over(rows: pd.DataFrame, prefix: str, count: str) -> str:
     """How a family's p-values were adjusted, in words: "Holm over 18 lines", "max-T over 18 lines", or
     "descriptive, 18 lines"."""
-    chosen = _procedure(rows.iloc[0], prefix) if len(rows) else "holm"
+    chosen = procedure_of(rows.iloc[0], prefix) if len(rows) else "holm"
     return f"descriptive, {count}" if chosen == "descriptive" else f"{PROCEDURE_NAMES[chosen]} over {count}"
 
 
@@ -183,16 +149,16 @@ def _headline(config: dict, tables: dict, options: dict, spread: pd.DataFrame | 
             low, high = predictions.get((model, gap.dataset, quantity), (np.nan, np.nan))
             where = f" on {gap.dataset}" if len(gaps) > 1 else ""  # a study of several training sets
             rows.append([f"{gap.label} − {variant_label(config, gap.baseline)}{where}, paired",
-                         f"{_interval(gap.diff, gap.diff_low, gap.diff_high, True)}, {_adjusted_p(gap)}"
-                         + (f": **{gap.verdict}**" if _procedure(gap) != "descriptive" else ""), signed(low, high)])
+                         f"{_interval(gap.diff, gap.diff_low, gap.diff_high, True)}, {adjusted_p(gap)}"
+                         + (f": **{gap.verdict}**" if procedure_of(gap) != "descriptive" else ""), signed(low, high)])
         auc = speed[(speed["model"] == model) & (speed["variant"] == variant)]
         for row in auc.itertuples():
             low, high = predictions.get((model, row.dataset, f"paired reward AUC: {row.label}"), (np.nan, np.nan))
             where = f" on {row.dataset}" if len(auc) > 1 else ""
             rows.append([f"training-reward AUC, {row.label} − {variant_label(config, options['baseline'])}{where}",
                          f"{_interval(row.auc_vs_baseline, row.auc_vs_baseline_low, row.auc_vs_baseline_high, True)}, "
-                         f"{_adjusted_p(row, 'auc_')}"
-                         + (f": **{row.auc_verdict}**" if _procedure(row, "auc_") != "descriptive" else ""),
+                         f"{adjusted_p(row, 'auc_')}"
+                         + (f": **{row.auc_verdict}**" if procedure_of(row, "auc_") != "descriptive" else ""),
                          signed(low, high)])
     runs = _spread_runs(spread)
     where = (f"one more run, approximately (95% prediction from {runs} runs, assuming normality)" if runs
@@ -214,7 +180,7 @@ def _verdict_sentence(what: str, rows: pd.DataFrame, estimate: str, verdict: str
     than four lines of one verdict, their count and range (and for the undecided their detectable gap); a
     descriptive family's lines under "no verdict"."""
     parts = []
-    descriptive = len(rows) and _procedure(rows.iloc[0], prefix) == "descriptive"
+    descriptive = len(rows) and procedure_of(rows.iloc[0], prefix) == "descriptive"
     for word in ("no verdict",) if descriptive else VERDICT_ORDER:
         chosen = rows if descriptive else rows[rows[verdict] == word]
         if chosen.empty:
@@ -272,13 +238,13 @@ def _summary(config: dict, tables: dict, options: dict) -> str:
                        if prefix == "" else "")
                 texts[key] = texts.get(key, "").rstrip(".\n") + f"; check lines, each a family of its own{own}: " + ", ".join(
                     f"{row['label']} {_interval(row[column], row[f'{column}_low'], row[f'{column}_high'], True)} "
-                    f"**{_verdict_of(row, prefix)}**" for _, row in checks.iterrows()) + ".\n"
+                    f"**{verdict_of(row, prefix)}**" for _, row in checks.iterrows()) + ".\n"
     for key, rows in _groups(tables["factorial"]):
         for name, frame in (("accuracy", rows[(rows["metric"] == "accuracy") & (rows["benchmark"] == AVERAGE)]),
                             ("training-reward AUC", rows[rows["metric"] == "reward_auc"])):
             for family, members in frame.groupby("family", sort=False):
                 effects = "; ".join(f"{row.effect} {_interval(row.estimate, row.estimate_low, row.estimate_high, True)}"
-                                    f" **{_verdict_of(row)}**" for row in members.itertuples())
+                                    f" **{verdict_of(row)}**" for row in members.itertuples())
                 texts[key] = texts.get(key, "") + (f"- 2 × 2 on {name}, {family} family "
                                                    f"({_over(members, '', str(len(members)))}): {effects}.\n")
     return _titled(list(texts.items())) if texts else "No comparison yet.\n"
@@ -309,8 +275,8 @@ def _comparison(config: dict, tables: dict, options: dict) -> str:
                 cells += ["—", "—", "—", "baseline" if row.variant == baseline else "–"]
             else:
                 shown_verdict = ("in the 2 × 2's primary family" if gap["role"] == "factorial"
-                                 else f"{_verdict_of(gap)} (check)" if gap["role"] == CHECK else _verdict_of(gap))
-                cells += [_interval(gap["diff"], gap["diff_low"], gap["diff_high"], True), _p_cell(gap),
+                                 else f"{verdict_of(gap)} (check)" if gap["role"] == CHECK else verdict_of(gap))
+                cells += [_interval(gap["diff"], gap["diff_low"], gap["diff_high"], True), p_cell(gap),
                           _level(gap["mde"]), shown_verdict]
             if auc is None:
                 cells += ["–", "–", "–", "–"]
@@ -319,9 +285,9 @@ def _comparison(config: dict, tables: dict, options: dict) -> str:
                 cells += [_level(auc["auc"]),
                           "—" if is_base else _interval(auc["auc_vs_baseline"], auc["auc_vs_baseline_low"],
                                                         auc["auc_vs_baseline_high"], True),
-                          "—" if is_base else _p_cell(auc, "auc_"),
+                          "—" if is_base else p_cell(auc, "auc_"),
                           "baseline" if is_base else ("in the 2 × 2" if not auc["auc_family"] and
-                                                      not pd.isna(auc["auc_vs_baseline"]) else _verdict_of(auc, "auc_"))]
+                                                      not pd.isna(auc["auc_vs_baseline"]) else verdict_of(auc, "auc_"))]
             lines.append(cells)
         parts.append(((model, dataset), _table(header, lines)))
     return _titled(parts) if parts else "No results yet.\n"
@@ -349,8 +315,8 @@ def _factorial(factorial: pd.DataFrame, options: dict) -> str:
                 if effect in frame.index:
                     r = frame.loc[effect]
                     cells += [_interval(r["estimate"], r["estimate_low"], r["estimate_high"], True),
-                              *[(_level(r[c]) if c == "mde" else _p_cell(r) if c == "p_holm" else _p(r[c]))
-                                for c in columns], _verdict_of(r)]
+                              *[(_level(r[c]) if c == "mde" else p_cell(r) if c == "p_holm" else _p(r[c]))
+                                for c in columns], verdict_of(r)]
                 else:
                     cells += ["–"] * (len(columns) + 2)
             lines.append(cells)
@@ -375,7 +341,7 @@ def _primary(config: dict, tables: dict, options: dict) -> str:
         for _, row in primary.iterrows():
             tost = f", TOST (±{margin:g}) Holm p {_p(row['p_equivalence_holm'])}" if margin else ""
             lines.append(f"- {row[name]}: {_interval(row[estimate], row[f'{estimate}_low'], row[f'{estimate}_high'], True)}"
-                         f", {_adjusted_p(row)} (of {len(primary)}){tost}: **{_verdict_of(row)}**")
+                         f", {adjusted_p(row)} (of {len(primary)}){tost}: **{verdict_of(row)}**")
         family = rows[rows["family"] == "per-suite accuracy"]
         chosen = family[family["verdict"].isin([AHEAD, BEHIND])
                         & (family["kind"] == "simple" if factorial else family[name].isin(primary[name]))]
@@ -454,152 +420,3 @@ def _provenance(info: dict) -> str:
     lines.append(f"- Tables rebuilt from `raw/` by commit `{str(published.get('commit', 'unknown'))[:12]}` "
                  f"({_state(published.get('dirty'))}).")
     return "\n".join(lines) + "\n"
-
-
-# --- a horizon study's blocks (grpo_lambda.tables.horizon) ------------------------------------------
-
-def _horizon(horizon: pd.DataFrame | None) -> str:
-    if horizon is None or horizon.empty:
-        return "No horizon study (report.horizon) in this run.\n"
-    header = ["pair", "chain (columns, tokens)", "SFT accuracy", "in band", "steps with signal", "baseline",
-              "treatment",
-              "effect [95% CI]", "Holm p", "TOST p (Holm)", "MDE", "verdict", "per seed"]
-    lines = []
-    for _, row in horizon.iterrows():
-        if row["role"] in ("trend", "curvature"):
-            what = "**trend**: slope per unit ln(chain length)" if row["role"] == "trend" else \
-                "**curvature**: quadratic coefficient on ln(chain length), the slope's lack of fit"
-            lines.append([row["pair"], what, "", "", "", "", "",
-                          _interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
-                          _p(row["p_holm"]), _p(row["p_equivalence_holm"]), _level(row["mde"]),
-                          f"**{_verdict_of(row)}**", ""])
-            continue
-        lines.append([row["pair"], f"{int(row['columns'])}, {row['chain_length']:.0f}",
-                      _interval(row["sft_accuracy"], row["sft_accuracy_low"], row["sft_accuracy_high"]),
-                      {True: "yes", False: "**no**"}.get(row["in_band"], "–"), _level(row["steps_with_signal"]),
-                      _interval(row["baseline_accuracy"], row["baseline_accuracy_low"], row["baseline_accuracy_high"]),
-                      _interval(row["treatment_accuracy"], row["treatment_accuracy_low"],
-                                row["treatment_accuracy_high"]),
-                      _interval(row["estimate"], row["estimate_low"], row["estimate_high"], True),
-                      _p(row["p_holm"]), _p(row["p_equivalence_holm"]), _level(row["mde"]), _verdict_of(row),
-                      _seed_effects(row["per_seed"])])
-    return _table(header, lines)
-
-
-def _seed_effects(text) -> str:
-    """A table's "seed:value" per-seed column as "seed: +value; ..." (grpo_lambda.tables.verdicts.seed_values_text)."""
-    pairs = (pair.split(":") for pair in (text if isinstance(text, str) else "").split())
-    return "; ".join(f"{seed}: {_signed(float(value))}" for seed, value in pairs)
-
-
-def _horizon_errors(config: dict, errors: pd.DataFrame | None) -> str:
-    if errors is None or errors.empty:
-        return "No horizon study (report.horizon) in this run.\n"
-    header = ["chain (columns)", "arm", "greedy chains", "right", "first error a carry", "first error elsewhere",
-              "first carry error at (column / columns)"]
-    lines = [[str(int(row["columns"])), "SFT" if row["variant"] == "sft" else variant_label(config, row["variant"]),
-              str(int(row["answers"])), _level(row["correct"]), _level(row["first_error_carry"]),
-              _level(row["first_error_other"]), _level(row["carry_error_position"])]
-             for _, row in errors.iterrows()]
-    return _table(header, lines)
-
-
-TREND_WORDS = {AHEAD: "grows with the chain's length", BEHIND: "shrinks as the chain grows",
-               EQUIVALENT: "does not change with the chain's length by more than the declared margin",
-               UNRESOLVED: "is not resolved", TOO_FEW: "cannot be resolved by this design (too few units)"}
-
-
-def _t_reading(row) -> str:
-    """A comparison without a verdict (a descriptive family), as what its t test alone says: "t p 0.052 at 2
-    df, MDE 0.171" (the MDE: what the design could have seen at 80% power)."""
-    p_t = row.get("p_t") if not pd.isna(row.get("p_t", np.nan)) else row.get("p")
-    return f"t p {_p(p_t)} at {row['df']:.3g} df, MDE {_level(row['mde'])}"
-
-
-def _horizon_without_verdict(pair: str, what: str, trend, rows: pd.DataFrame, effects: pd.DataFrame, span: str,
-                             runs: str) -> str:
-    """A pair whose trend is published without a verdict (report.descriptive): its numbers and what its t
-    tests alone say, each with the smallest effect the design could have seen."""
-    bend = rows[rows["role"] == "curvature"]
-    shape = "" if bend.empty else (
-        f"; its lack of fit (the quadratic coefficient on ln(chain length)) "
-        f"{_interval(bend.iloc[0]['estimate'], bend.iloc[0]['estimate_low'], bend.iloc[0]['estimate_high'], True)}, "
-        f"{_t_reading(bend.iloc[0])}")
-    per = "; ".join(f"{int(r['columns'])} columns {_interval(r['estimate'], r['estimate_low'], r['estimate_high'], True)}"
-                    f" ({_t_reading(r)})" for _, r in effects.iterrows())
-    return (f"- **{pair}** ({what}): no verdict at {runs} (published without one: a verdict read over SFT models "
-            f"needs 6 of them, `grpo-lambda design-check`). The slope of the effect on held-out accuracy "
-            f"{_interval(trend['estimate'], trend['estimate_low'], trend['estimate_high'], True)} per unit ln(chain length) over {span}, {_t_reading(trend)}{shape}. Per horizon: "
-            f"{per}.")
-
-
-def _horizon_finding(config: dict, horizon: pd.DataFrame | None, options: dict) -> str:
-    """The trend's verdict and the per-horizon effects of each pair, as sentences: "grows" or "shrinks"
-    only on a resolved slope, "does not change" only on a TOST verdict, else "not resolved at N seeds";
-    then, once, whether the design's band held and how far each arm was from a floor or a ceiling."""
-    if horizon is None or horizon.empty:
-        return "No horizon study (report.horizon) in this run.\n"
-    design = options["horizon"]
-    sentences = []
-    for pair, rows in horizon.groupby("pair", sort=False):
-        effects, trend = rows[rows["role"] == "effect"], rows[rows["role"] == "trend"].iloc[0]
-        spec = design["pairs"][pair]
-        seeds = int(effects["seeds"].min()) if effects["seeds"].notna().all() else 0
-        drawn = len(sft_seeds(config) or [None])
-        runs = f"{seeds} seeds" + (f" on {drawn} SFT models a horizon" if drawn > 1 else "")
-        what = (f"{variant_label(config, spec['treatment'])} − {variant_label(config, spec['baseline'])}"
-                + (", exploratory" if spec.get("exploratory") else ""))
-        verdict = trend["verdict"]
-        slope = _interval(trend["estimate"], trend["estimate_low"], trend["estimate_high"], True)
-        span = (f"{effects['chain_length'].min():.0f} to {effects['chain_length'].max():.0f} tokens")
-        if _procedure(trend) == "descriptive" and not pd.isna(trend["estimate"]):
-            sentences.append(_horizon_without_verdict(pair, what, trend, rows, effects, span, runs))
-            if drawn > 1:
-                sentences.append(study_blocks.by_sft_model(
-                    config, [(f"{int(r['columns'])} columns", r["per_seed"]) for _, r in effects.iterrows()]))
-            continue
-        if verdict is None:
-            sentences.append(f"- **{pair}** ({what}): no trend yet (a horizon lacks an arm).")
-            continue
-        words = TREND_WORDS[verdict]
-        if verdict == UNRESOLVED:
-            words += f" at {runs}: neither a growth nor its absence is shown"
-        elif verdict in (AHEAD, BEHIND) and trend["p_equivalence_holm"] < 1 - float(options["level"]):
-            words += ", by less than the declared margin (TOST)"
-        margin = design["equivalence_margin"].get("slope")
-        tost = f", TOST p {_p(trend['p_equivalence_holm'])} against ±{margin}" if margin else ""
-        per = "; ".join(f"{int(r['columns'])} columns "
-                        f"{_interval(r['estimate'], r['estimate_low'], r['estimate_high'], True)}"
-                        f" ({r['verdict'] or '–'})" for _, r in effects.iterrows())
-        bend = rows[rows["role"] == "curvature"]
-        shape = ""
-        if len(bend):
-            bend = bend.iloc[0]
-            shape = (f"; its lack of fit (the quadratic coefficient on ln(chain length)) "
-                     f"{_interval(bend['estimate'], bend['estimate_low'], bend['estimate_high'], True)}, Holm p "
-                     f"{_p(bend['p_holm'])}: " + ("**the trend is not a straight line in ln(chain length)**"
-                                                 if bend["verdict"] in (AHEAD, BEHIND) else
-                                                 f"no curvature resolved at {runs}"))
-        sentences.append(f"- **{pair}** ({what}): the effect on held-out accuracy {words} (slope {slope} per unit "
-                         f"ln(chain length) over {span}, Holm p {_p(trend['p_holm'])}{tost}{shape}). "
-                         f"Per horizon: {per}.")
-        if drawn > 1:
-            sentences.append(study_blocks.by_sft_model(
-                config, [(f"{int(r['columns'])} columns", r["per_seed"]) for _, r in effects.iterrows()]))
-    effects = horizon[horizon["role"] == "effect"]
-    horizons = effects.drop_duplicates(["model", "dataset"])
-    outside = horizons[horizons["in_band"] == False]  # noqa: E712 (None: no band declared)
-    if len(outside):
-        low, high = design["band"]
-        where = "; ".join(f"{int(r['columns'])} columns {_level(r['sft_accuracy'])}" for _, r in outside.iterrows())
-        sentences.append("  **The design's difficulty band did not hold**: the SFT model's greedy accuracy lies "
-                         "outside "
-                         f"the declared [{low:.2f}, {high:.2f}] at {where}. An effect at a floor or a ceiling says "
-                         "nothing, so a trend that includes it does not answer whether the effect grows with the "
-                         "chain; only the horizons inside the band can be read.")
-    arms, sft = pd.concat([effects["baseline_accuracy"], effects["treatment_accuracy"]]), horizons["sft_accuracy"]
-    sentences.append(f"  The SFT models' greedy accuracy on their own suite: {_level(sft.min())} to "
-                     f"{_level(sft.max())}; RL steps with signal: "
-                     f"{_level(effects['steps_with_signal'].min())} to {_level(effects['steps_with_signal'].max())}; "
-                     f"every arm's accuracy after RL: {_level(arms.min())} to {_level(arms.max())}.")
-    return "\n".join(sentences) + "\n"
