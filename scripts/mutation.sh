@@ -44,6 +44,9 @@ declare -A TESTS=(
              tests/test_grading.py::test_grade_many_in_parallel_keeps_each_verdict_in_its_row"
   [stats]="tests/test_stats.py tests/test_stats.py::test_interval_width_is_the_binomial_width_of_its_level
            tests/test_max_t.py tests/test_nested_intervals.py tests/test_seed_interval.py tests/test_verdicts_procedures.py"
+  [signflip]="tests/test_seed_interval.py tests/test_nested_intervals.py tests/test_max_t.py"
+  [seed_level]="tests/test_seed_interval.py tests/test_nested_intervals.py tests/test_verdicts_procedures.py"
+  [multiplicity]="tests/test_max_t.py tests/test_stats.py tests/test_verdicts_procedures.py"
   [aggregate]="tests/test_tables.py tests/test_tables.py::test_table1_averages_over_the_variants_present"
   [config]="tests/config tests/test_sweep.py tests/test_data_sources.py
             tests/test_trace_length.py::test_a_fixed_trace_length_must_hold_the_completion_length_rounded_up_to_the_padding_multiple
@@ -95,7 +98,7 @@ declare -A SOURCES=(
 LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params _widest_completion
            _resolve_advantage_clamp)
 MODULES=("$@")
-[[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives oar_scores trainer stats rewards aggregate config variants registry
+[[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives oar_scores trainer stats signflip seed_level multiplicity rewards aggregate config variants registry
                                         rows prepare horizon advantages families design control history methods)
 
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false

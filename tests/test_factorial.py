@@ -9,7 +9,9 @@ import pytest
 import yaml
 
 from grpo_lambda import config as study
-from grpo_lambda.stats import holm, seed_interval, t_interval
+from grpo_lambda.multiplicity import holm
+from grpo_lambda.seed_level import seed_interval
+from grpo_lambda.stats import t_interval
 from grpo_lambda.tables.build import build_tables
 from grpo_lambda.tables.labels import variant_label
 from grpo_lambda.config.report import report_options

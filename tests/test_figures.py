@@ -13,7 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lambda import figures, stats
+from grpo_lambda import figures, smoothing
 from grpo_lambda.config import model_variants
 from grpo_lambda.figures.trace_weights import FIGURE2_TOKENS
 from grpo_lambda.tables import names, training, write
@@ -227,9 +227,9 @@ def test_final_reward_averages_the_last_window_of_steps(tree):
 
 
 def test_smoothing_is_a_debiased_ema():
-    assert np.allclose(stats.smooth([3.0] * 5, 0.9), 3.0)  # debiasing: no pull towards 0
+    assert np.allclose(smoothing.smooth([3.0] * 5, 0.9), 3.0)  # debiasing: no pull towards 0
     w = 0.5
-    out = stats.smooth([1.0, 0.0, np.nan, 1.0], w)
+    out = smoothing.smooth([1.0, 0.0, np.nan, 1.0], w)
     s1 = (1 - w) * 1.0
     s2 = w * s1
     s3 = w * s2 + (1 - w)
@@ -237,9 +237,9 @@ def test_smoothing_is_a_debiased_ema():
     assert out[1] == pytest.approx(s2 / (1 - w ** 2))
     assert out[2] == pytest.approx(out[1])  # NaN carries the average over
     assert out[3] == pytest.approx(s3 / (1 - w ** 3))
-    assert np.array_equal(stats.smooth([1.0, 2.0], 0.0), [1.0, 2.0])
+    assert np.array_equal(smoothing.smooth([1.0, 2.0], 0.0), [1.0, 2.0])
     with pytest.raises(ValueError, match="weight"):
-        stats.smooth([1.0], 1.0)
+        smoothing.smooth([1.0], 1.0)
 
 
 def test_seed_band_spans_the_seeds():
@@ -302,8 +302,8 @@ def test_captions_render_as_clean_restructuredtext(caption, config_kind):
 
 
 def test_auto_smoothing_widens_with_the_run():
-    assert stats.smoothing_weight(0.7, 10) == 0.7
-    short, long = stats.smoothing_weight("auto", 40), stats.smoothing_weight("auto", 10000)
+    assert smoothing.smoothing_weight(0.7, 10) == 0.7
+    short, long = smoothing.smoothing_weight("auto", 40), smoothing.smoothing_weight("auto", 10000)
     assert 0 < short < long < 1
     assert 1 / (1 - long) == pytest.approx(1 + 10000 / 50)  # effective window in steps
 

@@ -190,7 +190,7 @@ def test_the_trend_is_the_least_squares_slope_of_the_effects_on_ln_chain_length(
 def test_holm_runs_over_the_horizons_of_a_pair_and_separately_over_the_trends(table):
     _, frame = table
     effects = frame[frame["role"] == "effect"]
-    from grpo_lambda.stats import holm
+    from grpo_lambda.multiplicity import holm
     assert effects["p_holm"].to_numpy() == pytest.approx(holm(effects["p"].to_numpy()))
     trend = frame[frame["role"] == "trend"].iloc[0]
     assert trend["p_holm"] == pytest.approx(trend["p"])  # a family of one: the study's one primary test
@@ -498,7 +498,7 @@ def test_each_model_s_primary_trends_are_a_holm_family_of_their_own():
     for model in ("tiny", "tiny2"):  # each model's horizons a family of three, as with one model
         effects = frame[(frame["role"] == "effect") & (frame["model"] == model)]
         assert len(effects) == len(HORIZONS)
-        from grpo_lambda.stats import holm
+        from grpo_lambda.multiplicity import holm
         assert effects["p_holm"].to_numpy() == pytest.approx(holm(effects["p"].to_numpy()))
 
 

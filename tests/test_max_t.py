@@ -1,4 +1,4 @@
-"""The step-down max-T over joint sign flips of the seeds (grpo_lambda.stats.max_t): by hand on three seeds,
+"""The step-down max-T over joint sign flips of the seeds (grpo_lambda.multiplicity.max_t): by hand on three seeds,
 equal to the sign-flip test for one comparison, its family-wise error at most α (exactly, by enumerating
 every joint flip, and by simulation with false nulls beside true ones), and a family of 18 lines sharing a
 baseline at 8 seeds that it resolves where Holm over the same sign-flip tests cannot."""
@@ -10,7 +10,8 @@ import math
 import numpy as np
 import pytest
 
-from grpo_lambda.stats import holm, max_t, sign_flip_p
+from grpo_lambda.multiplicity import holm, max_t
+from grpo_lambda.signflip import sign_flip_p
 
 ALPHA = 0.05
 

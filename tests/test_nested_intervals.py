@@ -12,7 +12,8 @@ import numpy as np
 import pytest
 from scipy import stats as scipy_stats
 
-from grpo_lambda.stats import Term, holm, linear_interval
+from grpo_lambda.stats import Term, linear_interval
+from grpo_lambda.multiplicity import holm
 
 
 def test_clustered_rows_give_the_t_interval_over_the_cluster_means():
@@ -115,7 +116,7 @@ def test_the_nested_interval_covers_where_one_sft_model_does_not(sigma):
 def test_cluster_means_average_each_sft_models_seeds_in_the_order_the_models_first_appear():
     """The units of a nested design's seed-level test: each SFT model's mean over its RL seeds, NaN seeds left
     out, a model whose seeds are all NaN dropped; a cluster list of another length is refused, naming both."""
-    from grpo_lambda.stats import cluster_means
+    from grpo_lambda.seed_level import cluster_means
 
     nan = float("nan")
     means, names = cluster_means([1.0, 3.0, nan, 10.0, 20.0, nan, nan], [0, 1, 2, 3, 4, 5, 6],
@@ -163,7 +164,7 @@ def test_the_variance_components_by_hand_with_a_stratum_left_out_on_either_side(
 def test_the_seed_level_interval_of_a_nested_design_is_over_the_sft_models_means():
     """seed_interval with clusters: the units are the SFT models' means (8 RL seeds on 4 SFT models are 4
     values, named by model), so its p-value's floor is 2^(1−4), not 2^(1−8)."""
-    from grpo_lambda.stats import seed_interval
+    from grpo_lambda.seed_level import seed_interval
 
     values = [0.10, 0.30, 0.20, 0.40, -0.10, 0.10, 0.50, 0.70]
     nested = seed_interval(values, seeds=list(range(8)), clusters=["a", "a", "b", "b", "c", "c", "d", "d"])
@@ -177,7 +178,8 @@ def test_the_seed_level_interval_of_a_nested_design_is_over_the_sft_models_means
 def test_the_seed_level_interval_at_its_edges_one_value_all_zero_and_beyond_16_units():
     """One value: its estimate, no interval; every value 0 (a check line that is its baseline): 0 with a zero
     width and n − 1 df; the standard error s/√n for the MDE; above 16 units the t interval."""
-    from grpo_lambda.stats import seed_interval, t_interval
+    from grpo_lambda.seed_level import seed_interval
+    from grpo_lambda.stats import t_interval
 
     one = seed_interval([0.25, float("nan")], seeds=["x", "y"])
     assert one.estimate == 0.25 and math.isnan(one.low) and math.isnan(one.high)
@@ -324,7 +326,7 @@ def test_sft_models_that_agree_more_than_their_seeds_allow_buy_no_narrower_inter
 def test_the_exact_test_over_sft_models_counts_a_mean_of_exactly_zero_and_backs_the_verdict_at_eight():
     """At 8 SFT models the floor is 2^(1−8); an SFT model whose mean effect is exactly 0 still counts in the
     sign-flip test (a subset mean equal to the observed one reaches it), so its p is the exact test's."""
-    from grpo_lambda.stats import sign_flip_p
+    from grpo_lambda.signflip import sign_flip_p
     means = [0.0, 0.05, 0.06, 0.04, 0.07, 0.05, 0.06, 0.05]
     values = [m for m in means for _ in range(2)]
     interval = linear_interval(one_column(values, [k for k in range(8) for _ in range(2)]))

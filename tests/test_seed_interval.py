@@ -1,4 +1,4 @@
-"""The seed-level procedure (grpo_lambda.stats.seed_interval: the exact sign-flip test inverted) against
+"""The seed-level procedure (grpo_lambda.seed_level.seed_interval: the exact sign-flip test inverted) against
 the alternatives it was chosen over, by simulation: coverage of the 95% interval of a mean of n per-seed
 values (a run's AUC, a per-seed paired difference) when seeds are normal, skewed (lognormal) or collapse
 (15% of seeds fall to 0), at n = 4, 8, 12. The numbers docs/statistics.md quotes are this test's output
@@ -17,7 +17,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from grpo_lambda.stats import seed_interval, student_t_quantile, t_interval
+from grpo_lambda.seed_level import seed_interval
+from grpo_lambda.stats import student_t_quantile, t_interval
 
 REPO = Path(__file__).resolve().parents[1]
 REPLICATES = 4000

@@ -9,7 +9,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lambda import stats
+from grpo_lambda import multiplicity, smoothing, stats
 from grpo_lambda.stats import Interval, Term, linear_interval, mean_interval, paired_difference, t_interval
 from grpo_lambda.tables.cells import Cells
 from grpo_lambda.config.report import REPORT_DEFAULTS
@@ -218,11 +218,11 @@ def test_tost_and_the_minimum_detectable_effect_by_hand():
 
 
 def test_holm_by_hand():
-    adjusted = stats.holm([0.01, 0.04, 0.03, np.nan, 0.5])
+    adjusted = multiplicity.holm([0.01, 0.04, 0.03, np.nan, 0.5])
     # sorted 0.01, 0.03, 0.04, 0.5 over 4 tests: 0.04, 0.09, max(0.09, 0.08), max(0.09, 0.5)
     assert adjusted[:3] == pytest.approx([0.04, 0.09, 0.09]) and adjusted[4] == pytest.approx(0.5)
     assert np.isnan(adjusted[3])
-    assert stats.holm([0.3, 0.6]) == pytest.approx([0.6, 0.6])
+    assert multiplicity.holm([0.3, 0.6]) == pytest.approx([0.6, 0.6])
 
 
 def test_bad_input_is_refused():
@@ -288,7 +288,7 @@ def _empty_samples():
 
 
 def test_the_unbiased_pass_at_k_by_hand():
-    from grpo_lambda.stats import pass_at_k
+    from grpo_lambda.sampling import pass_at_k
 
     assert pass_at_k(4, 1, 2) == pytest.approx(1 - 3 / 6)     # 1 - C(3,2)/C(4,2)
     assert pass_at_k(5, 2, 3) == pytest.approx(1 - 1 / 10)    # 1 - C(3,3)/C(5,3)
@@ -299,7 +299,7 @@ def test_the_unbiased_pass_at_k_by_hand():
 
 
 def test_majority_vote_takes_the_most_frequent_answer_first_seen_on_ties_and_ignores_blanks():
-    from grpo_lambda.stats import majority_correct
+    from grpo_lambda.sampling import majority_correct
 
     assert majority_correct(["4", "5", "4", None], [1, 0, 1, 0]) == 1.0
     assert majority_correct(["5", "4", "5", ""], [0, 1, 0, 0]) == 0.0
@@ -310,7 +310,7 @@ def test_majority_vote_takes_the_most_frequent_answer_first_seen_on_ties_and_ign
 def test_smoothing_is_the_debiased_ema_that_skips_nan():
     """s_t = w s_{t−1} + (1−w) x_t over the finite values, shown as s_t / (1 − w^n), by hand."""
     w = 0.5
-    out = stats.smooth([np.nan, 1.0, np.nan, 0.0], w)
+    out = smoothing.smooth([np.nan, 1.0, np.nan, 0.0], w)
     assert np.isnan(out[0])
     assert out[1] == pytest.approx(1.0) and out[2] == pytest.approx(1.0)  # carried over the NaN
     assert out[3] == pytest.approx((w * (1 - w) * 1.0) / (1 - w ** 2))
@@ -324,7 +324,8 @@ def test_the_sign_flip_interval_is_the_subset_means_and_its_p_never_below_the_fl
     p of seeds that all agree is 2 of the 2^8 sign patterns; equal seeds give that floor, never 0."""
     import itertools
 
-    from grpo_lambda.stats import seed_interval, sign_flip_p
+    from grpo_lambda.seed_level import seed_interval
+    from grpo_lambda.signflip import sign_flip_p
 
     values = np.array([0.3, -0.1, 0.5, 0.2, 0.05, 0.4, -0.2, 0.6])
     means = sorted(np.mean(values[list(c)]) for k in range(1, 9) for c in itertools.combinations(range(8), k))
@@ -410,7 +411,8 @@ def test_a_left_out_seed_stratum_still_counts_in_the_df():
 def test_the_sign_flip_equivalence_p_is_the_larger_of_its_two_one_sided_tests():
     """TOST by sign flips at margin 1: five differences of 0 lie inside it, each side's exact p 2^-5; five of 2
     (or −2) lie outside, and the side they are beyond gives 1; none is NaN; above 16 values the t test's."""
-    from grpo_lambda.stats import sign_flip_equivalence_p, t_interval
+    from grpo_lambda.signflip import sign_flip_equivalence_p
+    from grpo_lambda.stats import t_interval
 
     assert sign_flip_equivalence_p([0.0] * 5, 1.0) == pytest.approx(2 ** -5)
     assert sign_flip_equivalence_p([2.0] * 5, 1.0) == 1.0 and sign_flip_equivalence_p([-2.0] * 5, 1.0) == 1.0

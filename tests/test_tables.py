@@ -517,8 +517,8 @@ def test_table1_averages_over_the_variants_present(tree, tmp_path):
 
 def test_the_majority_vote_of_all_problems_at_once_is_the_per_problem_rule():
     """collect.sampled_per_problem counts the votes of every problem in one pass; each problem's verdict must
-    be stats.majority_correct's (most frequent answer, ties to the first seen, blanks not voting)."""
-    from grpo_lambda.stats import majority_correct
+    be sampling.majority_correct's (most frequent answer, ties to the first seen, blanks not voting)."""
+    from grpo_lambda.sampling import majority_correct
     from grpo_lambda.tables.collect import sampled_per_problem
 
     rng = np.random.default_rng(0)

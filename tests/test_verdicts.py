@@ -9,7 +9,9 @@ import numpy as np
 import pandas as pd
 import pytest
 
-from grpo_lambda.stats import minimum_detectable_effect, seed_interval, sign_flip_equivalence_p, student_t_quantile
+from grpo_lambda.stats import minimum_detectable_effect, student_t_quantile
+from grpo_lambda.seed_level import seed_interval
+from grpo_lambda.signflip import sign_flip_equivalence_p
 from grpo_lambda.tables import factorial, learning_speed
 from grpo_lambda.config.report import report_options
 from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns

@@ -11,7 +11,8 @@ import pandas as pd
 import pytest
 
 from grpo_lambda.config.report import report_options
-from grpo_lambda.stats import max_t, t_interval
+from grpo_lambda.multiplicity import max_t
+from grpo_lambda.stats import t_interval
 from grpo_lambda.tables import diagnostics, factorial, learning_speed
 
 GRPO = {"objective": "grpo"}
@@ -49,7 +50,7 @@ def speed_table(variants: dict, logs: pd.DataFrame, report: dict) -> pd.DataFram
 
 def test_holm_over_nine_lines_cannot_reject_at_8_seeds_and_max_t_can():
     """9 lines, every seed ahead: each sign-flip p is 2^(1−8); Holm gives 9 × 2^-7 = 0.070 ≥ α to all
-    (too few seeds); max-T gives 2^-7 = 0.0078 to all (ahead), as stats.max_t on the per-seed gaps."""
+    (too few seeds); max-T gives 2^-7 = 0.0078 to all (ahead), as multiplicity.max_t on the per-seed gaps."""
     variants, logs = nine_lines_ahead()
     holm = speed_table(variants, logs, {}).drop(index="grpo")
     assert (holm["auc_procedure"] == "holm").all()
@@ -69,12 +70,17 @@ def test_holm_over_nine_lines_cannot_reject_at_8_seeds_and_max_t_can():
     assert (both["auc_procedure"] == "max_t").all() and (both["steps_procedure"] == "max_t").all()
 
 
-def test_a_descriptive_family_has_its_estimates_and_p_but_no_adjusted_p_or_verdict():
+def test_a_descriptive_family_has_its_estimates_p_and_mde_but_no_adjusted_p_or_verdict():
+    """No verdict is read; the MDE still says what the design could have seen: the t test's at Holm's α/m and
+    the row's df, whatever the sign-flip floor (9 × 2^-7 ≥ 0.05 here) would have barred."""
+    from grpo_lambda.stats import minimum_detectable_effect
     variants, logs = nine_lines_ahead()
     table = speed_table(variants, logs, {"descriptive": ["reward_auc"]}).drop(index="grpo")
     assert (table["auc_procedure"] == "descriptive").all() and (table["auc_family"] == "reward AUC").all()
     assert table["auc_p_holm"].isna().all() and table["auc_p_equivalence_holm"].isna().all()
-    assert table["auc_verdict"].isna().all() and table["auc_mde"].isna().all()
+    assert table["auc_verdict"].isna().all()
+    expected = [minimum_detectable_effect(se, df, 0.05 / 9, 0.8) for se, df in zip(table["auc_se"], table["auc_df"])]
+    assert table["auc_mde"].tolist() == pytest.approx(expected) and np.isfinite(table["auc_mde"]).all()
     assert table["auc_p"].tolist() == pytest.approx([2 ** -7] * 9) and table["auc_vs_baseline"].notna().all()
     assert set(table["steps_verdict"]) != {None}  # the other family keeps its verdicts
 

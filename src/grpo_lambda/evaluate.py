@@ -42,7 +42,7 @@ def _summary(greedy: list[dict], sampled: list[dict], k: int, n: int) -> dict:
                        formatted=statistics.fmean(s["formatted"] for s in greedy),
                        mean_length=statistics.fmean(s["length"] for s in greedy))
     if k:
-        from grpo_lambda.stats import majority_correct, pass_at_k  # pandas and scipy: only for sampled figures
+        from grpo_lambda.sampling import majority_correct, pass_at_k
 
         by_problem: dict[str, list[dict]] = {}
         for sample in sampled:

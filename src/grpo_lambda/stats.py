@@ -38,11 +38,9 @@ variance estimated at or below zero, e.g. two arms whose seeds move them alike) 
 interaction then counted once through the other side: the truncated ANOVA estimator, V ≥ 0. The seeds
 still decided V, so their spread still counts in its degrees of freedom: ν's denominator keeps the left-out
 stratum's term V_r²/(G_r − 1) and its blocks' V_rb²/((G_r − 1)(H_b − 1)), as it would have held them kept
-(so ν does not jump at the truncation). Then ν ≤ (G_r − 1)·(V/V_r)²: the seeds' own df where their
-spread is as large as V. Without it ν is the problems' H_b − 1 alone, a thousand at a thousand problems,
-whatever the seeds showed: the horizon run's 14-column TOST p was 1.4e-31 from 8 seeds at df 1,393 (36 df,
-2e-14, with the seeds' term). Seeds that answer alike (spread and seed × problem part both 0) leave
-nothing out.
+(so ν does not jump at the truncation; without it ν was the problems' alone, a thousand at a thousand
+problems, whatever the seeds showed). Seeds that answer alike leave nothing out. This rule is for one SFT
+model per condition; several are read by the next.
 
 Nested draws. A study with several SFT models per condition (``sft.seeds``) runs its RL seeds nested in
 them: seed s starts from one SFT model k(s), and what a reader wants to know is the method's effect over
@@ -56,13 +54,9 @@ inference", §IV: cluster at the coarsest level). R_g above is summed over the r
 V_r is the spread of the K_r SFT models' totals, which holds their RL seeds' spread and the seed × problem
 noise too; it is never left out, however closely the SFT models agree, and never below F_r = Σ_k n_k s²_w,
 what the RL seeds' spread within the SFT models implies for the totals were the SFT models all alike. The
-problems add what V_r does not hold. ν counts the SFT models only: K − 1 for one stratum, t_{0.975, 2} =
-4.30 at three, the honest price of asking about SFT models one has three of. Why: the crossed rule above
-left a stratum estimated at or below zero out of V but kept its term in ν, so three SFT models that
-happened to agree bought df 5–10 and an interval that covered 0.29–0.80 in simulated studies where that
-happened, and Holm over four null horizons rejected in 9–11% of worlds. This rule covers ≥ 0.94 in every
-simulated world at 3 and 8 SFT models (0.95–0.98 at eight; at three conservative, 0.99), ≥ 0.95 where the
-stratum looked empty, and Holm over four null horizons stays under 5% (tests/test_nested_intervals.py).
+problems add what V_r does not hold. ν counts the SFT models only: K − 1 for one stratum. Why, and the
+simulated coverage and error rates: docs/statistics.md ("Accuracy read over SFT models") and
+tests/test_nested_intervals.py.
 Where the statistic is a contrast within one stratum, each SFT model's own estimate is kept
 (``Interval.sft_means``) and its p-values are the larger of the t test's and the exact sign-flip test's
 over the K SFT models (:meth:`Interval.p_value`); below six SFT models that test's floor 2^(1−K) is not
@@ -72,36 +66,29 @@ the intervals are conditional on the one SFT model per condition; the tables say
 
 The interval is θ̂ ± t_{ν}·√V with ν from Welch–Satterthwaite over the components (each seed stratum
 has G_r − 1 degrees of freedom, each benchmark H_b − 1, each block their product): ν ≈ S − 1 when the
-spread between seeds dominates (four seeds: t = 3.18, not 1.96), large when problems dominate. Why this
-and not a bootstrap: resampling 4 seeds shows (S−1)/S of their variance and a percentile interval
-over them covers about 80% at a nominal 95% (a t interval is needed at 4–8 seeds); the analytic form
-is deterministic (no replicate noise moves a verdict) and instant. Coverage is tested by simulation
-(tests/test_stats.py): seed-level t intervals at n = 4, and the accuracy-difference interval under a
-crossed random-effects model with binary outcomes at 4 and 8 seeds.
+spread between seeds dominates (four seeds: t = 3.18, not 1.96), large when problems dominate. Not a
+bootstrap: resampling 4 seeds shows (S−1)/S of their variance (a percentile interval covers about 80% at
+a nominal 95%); the analytic form is deterministic and instant. Coverage is tested by simulation
+(tests/test_stats.py).
 
-Seed-level quantities (a training-reward AUC, steps to a threshold: one number per run) are terms of one
-column: V is then s²/n of the (paired) per-seed values and ν = n − 1, the textbook t interval
-(:func:`t_interval`).
+One number per run (a training-reward AUC) is a term of one column: V = s²/n, ν = n − 1, the textbook t
+interval (:func:`t_interval`). The p-value of θ = 0 is the t test of the same statistic, the equivalence
+p-value two one-sided tests (TOST), the MDE at 80% power (t_{ν, 0.975} + t_{ν, 0.80}) · √V.
 
-The p-value of θ = 0 is the two-sided t test of the same statistic, the equivalence p-value the two
-one-sided tests (TOST) against ±margin, and the minimum detectable effect at 80% power (two-sided 5%)
-is (t_{ν, 0.975} + t_{ν, 0.80}) · √V.
-
-Training curves are smoothed here too (:func:`smooth`, :func:`smoothing_weight`), so that the
-``learning_speed`` table and the ``training_curves`` table the figures draw use one rule.
+The exact sign-flip test is grpo_lambda.signflip, the seed-level intervals grpo_lambda.seed_level, Holm and
+max-T grpo_lambda.multiplicity.
 """
 
 from __future__ import annotations
 
-import itertools
 import math
 from collections.abc import Hashable, Sequence
-from functools import lru_cache
 from dataclasses import dataclass, field
 
 import numpy as np
-import pandas as pd
 from scipy import special
+
+from grpo_lambda.signflip import MAX_EXACT_SEEDS, sign_flip_equivalence_p, sign_flip_p
 
 
 @dataclass(frozen=True)
@@ -114,11 +101,8 @@ class Term:
     the same ``seeds`` key and row name (paired), and independent of every other row.
 
     ``clusters``, where set, names each row's draw one level up, as a (stratum, cluster) pair: the SFT
-    model an RL run started from, in a study with several SFT models per condition. Rows of one cluster
-    (in any term) are summed before the spread is taken, so the interval is over the clusters of each
-    stratum (the SFT models), which holds the spread of the RL seeds within them too (module docstring,
-    "Nested draws").
-    """
+    model an RL run started from, in a study with several SFT models per condition; the interval is then
+    read over the clusters of each stratum (module docstring, "Nested draws")."""
 
     weight: float
     correct: np.ndarray
@@ -134,13 +118,11 @@ class Interval:
 
     ``values``, where set, are the per-seed values a seed-level interval was computed from (one per
     seed, in seed order: ``seeds`` names them): its p-values are then the exact sign-flip test's
-    (:func:`seed_interval`), not the t test's.
+    (grpo_lambda.seed_level.seed_interval), not the t test's.
 
-    ``sft_units`` (K), where above 0, says the interval was read over K SFT models (module docstring, "Nested
-    draws": df K − 1, the SFT stratum never dropped); ``sft_means``, where the statistic is a contrast within
-    one stratum, are the K SFT models' own estimates, and the p-values are then the larger of the t test's and
-    the exact sign-flip test's over them (:meth:`t_p`, :meth:`exact_p`). Below :data:`MIN_NORMAL_UNITS` SFT
-    models (or with no exact test at all at K ≤ 16 and K below it) the floor is 2^(1−K): no verdict."""
+    ``sft_units`` (K > 0): read over K SFT models (module docstring, "Nested draws"); ``sft_means``, for a
+    contrast within one stratum, the K SFT models' own estimates: the p-values are then the larger of the t
+    test's and the exact sign-flip test's over them (:meth:`t_p`, :meth:`exact_p`)."""
 
     estimate: float
     low: float
@@ -250,7 +232,7 @@ def _as_matrix(correct) -> np.ndarray:
     return matrix
 
 
-def _check_level(level: float) -> None:
+def check_level(level: float) -> None:
     if not 0 < level < 1:
         raise ValueError(f"level must lie in (0, 1), got {level}")
 
@@ -259,7 +241,7 @@ def linear_interval(terms: Sequence[Term], level: float = 0.95) -> Interval:
     """θ = Σ_j w_j m_j with its two-way (seed, problem) cluster-robust t interval (module docstring)."""
     if not terms:
         raise ValueError("terms is empty")
-    _check_level(level)
+    check_level(level)
     matrices = [_as_matrix(term.correct) for term in terms]
     row_index: dict[tuple, int] = {}       # (seeds key, row name) -> global row
     column_index: dict[Hashable, int] = {}  # problems key -> first global column
@@ -482,106 +464,9 @@ def t_interval(values, level: float = 0.95) -> Interval:
     return linear_interval([Term(1.0, values[:, None], "seeds", "value")], level)
 
 
-# Beyond this many seeds the 2^n sign vectors are too many to list; the t interval is used instead (at
-# 17 seeds and more the t interval's coverage is near nominal for the skewed cases simulated).
-MAX_EXACT_SEEDS = 16
 # The fewest SFT models at which a verdict read over them can stand: below, the exact sign-flip test's floor
 # 2^(1−K) is not below 0.05 and the t test's normality of K means cannot be checked (Interval.p_floor).
 MIN_NORMAL_UNITS = 6
-
-
-@lru_cache(maxsize=None)
-def _subsets(n: int) -> np.ndarray:
-    """Every nonempty subset of n seeds as a 0/1 matrix (2^n − 1, n)."""
-    return np.array(list(itertools.product((0.0, 1.0), repeat=n))[1:])
-
-
-def _subset_means(values) -> np.ndarray:
-    subsets = _subsets(len(values))
-    return np.sort(subsets @ np.asarray(values, dtype=float) / subsets.sum(axis=1))
-
-
-def cluster_means(values, seeds, clusters) -> tuple[np.ndarray, tuple]:
-    """Per-seed values averaged within their clusters (the SFT model each RL seed started from, in the order
-    clusters first appear; NaN values left out), and the clusters' names: the exchangeable units of a
-    nested design, whose seed-level test flips the SFT models' means, not the seeds'."""
-    values = np.asarray(values, dtype=float)
-    if len(clusters) != len(values):
-        raise ValueError(f"cluster_means: {len(values)} values but {len(clusters)} clusters (one per value)")
-    names = tuple(dict.fromkeys(c for c, v in zip(clusters, values) if not np.isnan(v)))
-    means = [float(np.mean([v for c, v in zip(clusters, values) if c == name and not np.isnan(v)]))
-             for name in names]
-    return np.array(means), names
-
-
-def seed_interval(values, level: float = 0.95, seeds=None, clusters=None) -> Interval:
-    """The seed-level procedure: the mean of per-seed values (a run's AUC, a per-seed paired difference)
-    with the interval of the exact paired sign-flip test inverted (Hartigan 1969: the 2^n − 1 subset
-    means cut the line into 2^n pieces of equal chance under symmetry, so [m_(k), m_(2^n − k)] with
-    k = ⌊(1 − level)·2^(n−1)⌋ is the set of μ the equal-tailed test keeps). Its p-values are the same
-    test's (:func:`sign_flip_p`), never below 2^(1−n). Where k = 0 (fewer than 6 seeds at 95%) no
-    interval exists: low and high are ∓inf (the tables say "too few seeds"). Chosen over the t interval,
-    a bootstrap and Hodges–Lehmann by simulation (docs/statistics.md, tests/test_seed_interval.py).
-    ``se`` and ``df`` are the t statistic's (s/√n, n − 1), for the MDE. ``seeds`` names the values.
-    ``clusters`` (one per value: the SFT model of each RL seed, in a nested design) makes the units the
-    clusters' means (:func:`cluster_means`), named by cluster."""
-    _check_level(level)
-    if clusters is not None:
-        values, seeds = cluster_means(values, seeds, clusters)
-    values = np.asarray(values, dtype=float)
-    keep = ~np.isnan(values)
-    names = None if seeds is None else tuple(s for s, k in zip(seeds, keep) if k)
-    values = values[keep]
-    if values.size == 0:
-        return NO_INTERVAL
-    mean = float(values.mean())
-    if values.size == 1:
-        return Interval(mean, float("nan"), float("nan"), values=(mean,), seeds=names)
-    se = float(values.std(ddof=1) / math.sqrt(values.size))
-    if np.all(values == 0):
-        # identical arms (a check line that writes the baseline's runs): every sign pattern gives 0
-        return Interval(0.0, 0.0, 0.0, 0.0, values.size - 1, tuple(values.tolist()), names)
-    if values.size > MAX_EXACT_SEEDS:
-        t = t_interval(values, level)
-        return Interval(t.estimate, t.low, t.high, t.se, t.df, None, names)
-    k = int(math.floor((1 - level) * 2 ** (values.size - 1) + 1e-9))
-    if k == 0:
-        low, high = -math.inf, math.inf
-    else:
-        means = _subset_means(values)
-        low, high = float(means[k - 1]), float(means[len(means) - k])
-    return Interval(mean, low, high, se, values.size - 1, tuple(float(v) for v in values), names)
-
-
-def _one_sided_p(values, mu: float, upper: bool) -> float:
-    """Sign-flip p-value of H0 mean ≤ mu (``upper``: the alternative mean > mu) or mean ≥ mu: the share
-    of the 2^n sign vectors (the identity included) whose flipped sum reaches the observed one."""
-    means = _subset_means(values)
-    beyond = np.sum(means <= mu + 1e-12) if upper else np.sum(means >= mu - 1e-12)
-    return float((1 + beyond) / 2 ** len(values))
-
-
-def sign_flip_p(values) -> float:
-    """Two-sided exact sign-flip p-value of mean = 0 for per-seed values: twice the smaller one-sided p,
-    at most 1; the floor is 2^(1−n) (every seed on one side), never 0. NaN for no value."""
-    values = np.asarray(values, dtype=float)
-    if values.size == 0:
-        return float("nan")
-    if values.size > MAX_EXACT_SEEDS:
-        return t_interval(values).p_value()
-    if np.all(values == 0):
-        return 1.0
-    return min(1.0, 2 * min(_one_sided_p(values, 0.0, True), _one_sided_p(values, 0.0, False)))
-
-
-def sign_flip_equivalence_p(values, margin: float) -> float:
-    """TOST by two one-sided sign-flip tests: H0 mean ≤ −margin and H0 mean ≥ +margin; the larger p."""
-    values = np.asarray(values, dtype=float)
-    if values.size == 0:
-        return float("nan")
-    if values.size > MAX_EXACT_SEEDS:
-        return t_interval(values).equivalence_p(margin)
-    return max(_one_sided_p(values, -margin, True), _one_sided_p(values, margin, False))
 
 
 def proportion_interval(interval: Interval, observations: int, level: float = 0.95) -> Interval:
@@ -602,84 +487,6 @@ def proportion_interval(interval: Interval, observations: int, level: float = 0.
     return Interval(p, max(0.0, min(p, centre - half)), min(1.0, max(p, centre + half)), se, interval.df)
 
 
-def holm(p_values) -> np.ndarray:
-    """Holm's step-down adjustment (family-wise error) of ``p_values``; NaN entries are left out of the
-    family and stay NaN. (scipy offers Benjamini–Hochberg only; statsmodels would be a large
-    dependency for these lines.)"""
-    p = np.asarray(p_values, dtype=float)
-    adjusted = np.full(p.shape, np.nan)
-    present = np.flatnonzero(~np.isnan(p))
-    order = present[np.argsort(p[present], kind="stable")]
-    running = 0.0
-    for rank, index in enumerate(order):
-        running = max(running, min(1.0, (len(order) - rank) * p[index]))
-        adjusted[index] = running
-    return adjusted
-
-
-# Beyond MAX_EXACT_SEEDS units max-T draws this many sign vectors (and the identity), from a fixed seed.
-MAX_T_DRAWS = 2 ** 16
-
-
-def _sign_vectors(n: int) -> np.ndarray:
-    """The sign vectors a joint sign-flip test runs over, the identity first: all 2^n for n up to
-    MAX_EXACT_SEEDS, else the identity and MAX_T_DRAWS drawn with a fixed seed (so the same every run)."""
-    if n <= MAX_EXACT_SEEDS:
-        return np.vstack([np.ones(n), 1.0 - 2.0 * _subsets(n)])  # the subsets of seeds whose sign flips
-    drawn = np.random.default_rng(0).choice([-1.0, 1.0], size=(MAX_T_DRAWS, n))
-    return np.vstack([np.ones(n), drawn])
-
-
-def max_t(values, level: float = 0.95) -> tuple[np.ndarray, np.ndarray]:
-    """Westfall–Young step-down max-T over joint sign flips of the units (RL seeds, or SFT models), for a
-    family of m comparisons with one value each per unit: ``values`` is (n units, m), e.g. each line's
-    per-seed paired difference with the one baseline they share (NaN: that unit lacks the comparison,
-    which then adds nothing to it).
-
-    Each comparison's statistic is T_j = |Σ_s ε_s d_sj| / √(Σ_s d_sj²), the sign-flip form of |t| (the
-    denominator does not change under a flip, and |t| is monotone in T_j). Under the joint null the vector
-    of a unit's m differences is as likely as its negation, so every joint flip ε (one sign per unit, the
-    same for every comparison: it keeps their dependence) is equally likely; the adjusted p of the k-th
-    largest T is the share of flips whose maximum over that comparison and the less significant ones
-    reaches it, made monotone (Westfall & Young 1993, Algorithm 2.8; strong control of the family-wise
-    error under subset pivotality). Exact at up to MAX_EXACT_SEEDS units (all 2^n flips); above, from
-    MAX_T_DRAWS flips drawn with a fixed seed. The smallest adjusted p is 2^(1−n) (a flip and its negation
-    give the same T), whatever m: Holm over m sign-flip tests cannot go below m · 2^(1−n).
-
-    Returns the adjusted p-values and the level each comparison faces at the first step: the chance under
-    the flips that its own T exceeds the family's critical value (between α/m and α; 0 where it cannot).
-    One comparison alone gets the two-sided sign-flip p (:func:`sign_flip_p`).
-    """
-    _check_level(level)
-    d = np.asarray(values, dtype=float)
-    if d.ndim != 2:
-        raise ValueError(f"max_t needs (units, comparisons) values, got shape {d.shape}")
-    n, m = d.shape
-    if m == 0:
-        return np.zeros(0), np.zeros(0)
-    d = np.where(np.isnan(d), 0.0, d)
-    norms = np.sqrt((d ** 2).sum(axis=0))
-    flips = _sign_vectors(n)
-    with np.errstate(invalid="ignore", divide="ignore"):
-        t = np.where(norms > 0, np.abs(flips @ d) / np.where(norms > 0, norms, 1.0), 0.0)  # (flips, m)
-    observed = t[0]
-    reaches = lambda sums, bound: sums >= bound - 1e-12 * max(1.0, bound)  # noqa: E731 (ties within rounding)
-    order = np.argsort(-observed, kind="stable")
-    adjusted = np.empty(m)
-    running = np.zeros(len(flips))
-    for k in range(m - 1, -1, -1):  # successive maxima, from the least significant comparison up
-        running = np.maximum(running, t[:, order[k]])
-        adjusted[k] = reaches(running, observed[order[k]]).mean()
-    p = np.empty(m)
-    p[order] = np.maximum.accumulate(adjusted)
-    # The first step rejects comparison j when fewer than α·F flips' maxima reach T_j: T_j above the
-    # ⌈α·F⌉-th largest maximum. The level j faces is the share of flips whose own T_j lies above it.
-    largest = np.sort(t.max(axis=1))[::-1]
-    critical = largest[int(math.ceil((1 - level) * len(flips))) - 1]
-    faced = np.mean(t > critical + 1e-12 * max(1.0, critical), axis=0)
-    return p, faced
-
-
 def bounded(interval: Interval, low: float = 0.0, high: float = 1.0) -> Interval:
     """``interval`` cut to the range its quantity cannot leave (a share: [0, 1]). The quantity always lies
     in the range, so the cut interval holds it exactly when the uncut one does: the coverage is unchanged.
@@ -689,47 +496,3 @@ def bounded(interval: Interval, low: float = 0.0, high: float = 1.0) -> Interval
     return Interval(interval.estimate, min(max(interval.low, low), interval.estimate),
                     max(min(interval.high, high), interval.estimate), interval.se, interval.df, interval.values,
                     interval.seeds)
-
-
-def pass_at_k(n: int, c: int, k: int) -> float:
-    """The unbiased estimate of pass@k from ``n`` samples of which ``c`` are correct: the chance that
-    ``k`` of them drawn without replacement hold a correct one, 1 - C(n-c, k) / C(n, k) (Chen et al.
-    2021, "Evaluating Large Language Models Trained on Code", Eq. 1)."""
-    if not 0 <= c <= n or not 1 <= k <= n:
-        raise ValueError(f"pass@k needs 0 <= c <= n and 1 <= k <= n, got n={n}, c={c}, k={k}")
-    if n - c < k:
-        return 1.0
-    return 1.0 - math.comb(n - c, k) / math.comb(n, k)
-
-
-def majority_correct(answers: list, correct: list) -> float:
-    """maj@k of one problem: the verdict of the most frequent extracted answer among its samples (ties
-    go to the answer seen first; samples without an answer do not vote; 0 when none has one)."""
-    counts: dict = {}
-    for answer, verdict in zip(answers, correct):
-        if answer is None or answer == "" or (isinstance(answer, float) and math.isnan(answer)):
-            continue
-        count, first_verdict = counts.get(answer, (0, verdict))
-        counts[answer] = (count + 1, first_verdict)
-    if not counts:
-        return 0.0
-    best = max(counts.values(), key=lambda entry: entry[0])  # max keeps the first of equal counts
-    return float(best[1])
-
-
-def smooth(values, weight: float) -> np.ndarray:
-    """Debiased exponential moving average: s_t = w·s_{t−1} + (1−w)·x_t, shown as s_t / (1 − w^n_t)
-    where n_t counts the finite values so far; NaN values are skipped (the average carries over).
-    That is pandas' ``ewm(alpha=1−w, adjust=True, ignore_na=True).mean()``."""
-    if not 0 <= weight < 1:
-        raise ValueError(f"weight must lie in [0, 1), got {weight}")
-    series = pd.Series(np.asarray(values, dtype=float))
-    return series.ewm(alpha=1.0 - weight, adjust=True, ignore_na=True).mean().to_numpy()
-
-
-def smoothing_weight(setting, n_steps: int) -> float:
-    """report.smoothing as an EMA weight: a number is used as is; "auto" gives
-    w = 1 − 1/(1 + n_steps/50), an effective window of about 1 + n_steps/50 steps."""
-    if setting == "auto":
-        return 1.0 - 1.0 / (1.0 + n_steps / 50.0)
-    return float(setting)

@@ -9,9 +9,9 @@ the design check read one rule: :func:`paired_family`, :func:`factorial_family`,
 
 A family is refused before any job when its test cannot reject whatever the seeds show. A seed-level
 family (one number per unit: a training-reward AUC gap, steps to a threshold; the exact sign-flip test,
-grpo_lambda.stats.seed_interval) has a smallest p of 2^(1−n) at n units; Holm's first step asks for
+grpo_lambda.seed_level.seed_interval) has a smallest p of 2^(1−n) at n units; Holm's first step asks for
 p < α/m, so it can reject only when m · 2^(1−n) < α; the step-down max-T over joint sign flips
-(``report.multiplicity``, grpo_lambda.stats.max_t) only when 2^(1−n) < α, whatever m. A family of t tests
+(``report.multiplicity``, grpo_lambda.multiplicity.max_t) only when 2^(1−n) < α, whatever m. A family of t tests
 (an accuracy comparison on one SFT model per condition) has no such floor. One unit is no test at all: the
 tables give no p and no verdict, so nothing is refused. The units are the RL seeds, or the SFT models where
 the study declares several (``sft.seeds``): the RL seeds of one SFT model are not independent draws of the
@@ -238,7 +238,7 @@ class Family:
         return max(needed, MIN_NORMAL_UNITS) if self.over_sft_models else needed
 
 
-MAX_EXACT_UNITS = 16  # grpo_lambda.stats.MAX_EXACT_SEEDS: beyond it the seed-level tests are t tests
+MAX_EXACT_UNITS = 16  # grpo_lambda.signflip.MAX_EXACT_SEEDS: beyond it the seed-level tests are t tests
 MIN_NORMAL_UNITS = 6  # grpo_lambda.stats.MIN_NORMAL_UNITS: the fewest SFT models a verdict is read over
 
 

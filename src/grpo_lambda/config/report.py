@@ -112,7 +112,7 @@ def _descriptive(keys) -> list[str]:
 
 def _multiplicity(given) -> dict[str, str]:
     """report.multiplicity: ``holm`` (every family, the default), ``max_t`` (every seed-level family: the
-    step-down max-T over joint sign flips, grpo_lambda.stats.max_t), or a mapping family key -> either.
+    step-down max-T over joint sign flips, grpo_lambda.multiplicity.max_t), or a mapping family key -> either.
     Normalised to {key: max_t} for the seed-level families that use it; a family of t tests is always Holm."""
     if given is None or given == "holm":
         return {}

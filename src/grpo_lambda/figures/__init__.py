@@ -33,7 +33,7 @@ nothing of its own: what it shows is in a table (Figure 2 excepted: it draws the
 
 Training curves are smoothed with a debiased exponential moving average (TensorBoard's rule) of
 weight report.smoothing ("auto": a window of about 2% of the run, see
-:func:`grpo_lambda.stats.smoothing_weight`): the paper's figures are smoothed, but its text as
+:func:`grpo_lambda.smoothing.smoothing_weight`): the paper's figures are smoothed, but its text as
 available here does not say how, so the EMA is this pipeline's choice. Each seed is smoothed on its
 own; the line is the mean over seeds and the band spans the seeds (min to max); the
 ``training_curves`` table holds them (:mod:`grpo_lambda.tables.training`). A panel of curves holds

@@ -105,7 +105,7 @@ Options, under ``report:`` in the config (all optional; ``grpo_lambda.config.val
 
 Every interval is analytic and deterministic (``grpo_lambda.stats``): accuracies by a two-way (seed,
 problem) cluster-robust variance with a Welch–Satterthwaite t quantile, an accuracy itself kept in [0, 1]
-(Wilson-type), seed-level comparisons by the exact sign-flip test (``stats.seed_interval``); every
+(Wilson-type), seed-level comparisons by the exact sign-flip test (``seed_level.seed_interval``); every
 difference is paired by seed (runs of one SFT model with the same training seed) and by problem. Every
 comparison table applies one verdict rule (``verdicts``): Holm (or max-T) within declared families (one primary),
 ``ahead`` / ``behind`` / ``equivalent`` (TOST after Holm against the metric's margin) / ``too few seeds`` /

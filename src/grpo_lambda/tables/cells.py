@@ -8,7 +8,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import sft_folder, sft_seed_of, sft_seeds
-from grpo_lambda.stats import NO_INTERVAL, Interval, Term, cluster_means, linear_interval, proportion_interval
+from grpo_lambda.stats import NO_INTERVAL, Interval, Term, linear_interval, proportion_interval
+from grpo_lambda.seed_level import cluster_means
 from grpo_lambda.tables.collect import sampled_per_problem
 from grpo_lambda.tables.keys import AVERAGE, FINAL, KEYS, SFT
 
@@ -46,7 +47,7 @@ def sft_clusters(config: dict, model: str, dataset: str, variant: str, rows) -> 
 
 
 def seed_clusters(config: dict, seeds) -> list | None:
-    """The SFT seed of each RL seed in ``seeds`` (the units a seed-level test flips, stats.seed_interval's
+    """The SFT seed of each RL seed in ``seeds`` (the units a seed-level test flips, seed_level.seed_interval's
     ``clusters``) with several SFT models per condition; None with one."""
     if sft_seeds(config) is None:
         return None

@@ -13,7 +13,7 @@ import pandas as pd
 from grpo_lambda import files, layout
 from grpo_lambda.config import (model_checkpoints, model_datasets, model_variants, rl_settings, sft_folder,
                                 sft_seeds)
-from grpo_lambda.stats import pass_at_k
+from grpo_lambda.sampling import pass_at_k
 from grpo_lambda.tables.keys import FINAL, KEYS, SFT
 
 def final_step(config: dict, model: str) -> int:
@@ -123,7 +123,7 @@ def summarise(samples: pd.DataFrame) -> pd.DataFrame:
     evaluation); when sampled completions exist (k per problem): sampled_accuracy (avg@k: the mean over
     all sampled completions), pass_at_k (the share of problems with a correct sample; the unbiased
     estimator at k = n) and pass_at_1 ... pass_at_<k/2> for the powers of two below k (Chen et al.'s
-    unbiased estimator, stats.pass_at_k), and maj_at_k (the majority answer's verdict, stats.majority_correct).
+    unbiased estimator, sampling.pass_at_k), and maj_at_k (the majority answer's verdict, sampling.majority_correct).
     """
     greedy = samples[samples["mode"] == "greedy"]
     summary = (greedy.groupby(KEYS, dropna=False, sort=False, observed=True)
@@ -151,7 +151,7 @@ def summarise(samples: pd.DataFrame) -> pd.DataFrame:
 
 def sampled_per_problem(sampled: pd.DataFrame) -> pd.DataFrame:
     """One row per problem of the sampled completions ``sampled``: KEYS, id, ``samples`` (k), ``right``
-    (how many are correct) and ``maj`` (the verdict of the majority answer: stats.majority_correct's rule,
+    (how many are correct) and ``maj`` (the verdict of the majority answer: sampling.majority_correct's rule,
     the most frequent extracted answer, ties to the one seen first, blanks not voting, 0 without votes;
     counted here for all problems at once)."""
     keys = KEYS + ["id"]

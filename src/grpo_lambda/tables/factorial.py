@@ -38,7 +38,7 @@ import pandas as pd
 from grpo_lambda.config import model_datasets, model_variants
 from grpo_lambda.config.families import (FACTORIAL_REWARD_AUC as REWARD_AUC, INTERACTION, MAIN, SIMPLE,
                                          factorial_family as family_of)
-from grpo_lambda.stats import seed_interval
+from grpo_lambda.seed_level import seed_interval
 from grpo_lambda.tables.cells import Cells, interval_columns, scaled, seed_clusters, targets, unit_values
 from grpo_lambda.tables.keys import AVERAGE, FINAL
 from grpo_lambda.tables.learning_speed import run_statistics

@@ -7,7 +7,7 @@ curve (``reward`` in ``train_log.csv``, the mean reward of the step's sampled co
 - ``auc``: the area under the training-reward curve divided by its length, i.e. the mean reward over
   the logged steps. A method that learns sooner has a larger area at the same final reward.
 - ``steps_to_threshold``: the first step at which the seed's smoothed reward (the figures' EMA,
-  :func:`grpo_lambda.stats.smooth` with ``report.smoothing``) reaches the threshold. The threshold is
+  :func:`grpo_lambda.smoothing.smooth` with ``report.smoothing``) reaches the threshold. The threshold is
   stated in the table and is the same for every variant of a model × training set: the reward at
   the start (mean first logged reward of all runs, which share the SFT model) plus
   ``THRESHOLD_FRACTION`` of the baseline's gain over the run (mean reward of its last
@@ -20,13 +20,13 @@ skewed: the per-seed values are beside it). The comparison with the baseline is
 paired by seed: a variant and the baseline with the same seed start from the same SFT model and see the
 same prompts in the same order, so the gap is the interval of the per-seed differences over the seeds
 both have (matched by seed, never by position) by the seed-level procedure
-(grpo_lambda.stats.seed_interval: the exact sign-flip test inverted; no interval below 6 seeds), with its p-values, minimum detectable effect and
+(grpo_lambda.seed_level.seed_interval: the exact sign-flip test inverted; no interval below 6 seeds), with its p-values, minimum detectable effect and
 verdict (grpo_lambda.tables.verdicts). Both statistics are exploratory: the AUC gaps of one model and
 training set are one family, the steps another (fewer steps is ``ahead``), a check line
 (``report.checks``) a family of its own, and an AUC gap that is a simple effect of ``report.factorial`` is
 counted in the factorial table only (grpo_lambda.config.families.speed_family). Every line's gap shares
 the baseline's seeds: ``report.multiplicity`` may give a family the step-down max-T over joint sign flips
-of the seeds (grpo_lambda.stats.max_t), which can reject where Holm over many lines cannot (the
+of the seeds (grpo_lambda.multiplicity.max_t), which can reject where Holm over many lines cannot (the
 ``*_procedure`` columns). The per-seed values are in the ``*_per_seed`` columns.
 """
 
@@ -38,7 +38,9 @@ import pandas as pd
 from grpo_lambda.config import model_datasets, model_variants
 from grpo_lambda.config.families import CHECK, EXPLORATORY, REWARD_AUC, STEPS, speed_family
 from grpo_lambda.config.methods import method_variants
-from grpo_lambda.stats import Interval, seed_interval, smooth, smoothing_weight, t_interval
+from grpo_lambda.stats import Interval, t_interval
+from grpo_lambda.seed_level import seed_interval
+from grpo_lambda.smoothing import smooth, smoothing_weight
 from grpo_lambda.tables.cells import interval_columns, seed_clusters, unit_values
 from grpo_lambda.tables.labels import objective, variant_label
 from grpo_lambda.tables.verdicts import add_verdicts, comparison_columns, per_seed_text, seed_values_text

@@ -11,7 +11,7 @@
                      (:func:`training_gain_table`)
 
 Each seed's curve is smoothed on its own with the debiased EMA of weight ``report.smoothing``
-(:func:`grpo_lambda.stats.smooth`; "auto": a window of about 2% of the run); a long curve keeps
+(:func:`grpo_lambda.smoothing.smooth`; "auto": a window of about 2% of the run); a long curve keeps
 every k-th step and its last, at most ``MAX_CURVE_POINTS``, which a drawing cannot tell apart.
 """
 
@@ -21,7 +21,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.stats import smooth, smoothing_weight, student_t_quantile
+from grpo_lambda.smoothing import smooth, smoothing_weight
+from grpo_lambda.stats import student_t_quantile
 from grpo_lambda.tables.labels import variant_label
 
 MAX_CURVE_POINTS = 500  # per curve; smoothed curves lose nothing visible

@@ -12,14 +12,14 @@ factorial effect) with its interval (:mod:`grpo_lambda.stats`). Its columns, wit
                   baseline, ``report.checks``: a family of its own, counted in no other)
 ``se``, ``df``    the standard error and degrees of freedom of the interval
 ``p``             two-sided p-value of "no difference", from the same statistic as the interval (the exact
-                  sign-flip test for per-seed values, grpo_lambda.stats.seed_interval)
+                  sign-flip test for per-seed values, grpo_lambda.seed_level.seed_interval)
 ``p_floor``       the smallest p that test can give (2^(1−n) for n seeds, 0 for a t test; 2^(1−K) for a
                   comparison read over K SFT models that an exact test backs, or K < 6: grpo_lambda.stats)
 ``sft_models``, ``p_t``, ``p_exact``  for a comparison read over K SFT models (``sft.seeds``): K, the t test's p
                   at its df (K − 1), and the exact sign-flip test's over the K SFT models' own estimates (NaN
                   where the comparison spans strata); ``p`` is the larger of the two; NaN elsewhere
 ``procedure``     how the family is adjusted (report.multiplicity, report.descriptive): ``holm``;
-                  ``max_t``, the step-down max-T over joint sign flips of the units (grpo_lambda.stats.max_t)
+                  ``max_t``, the step-down max-T over joint sign flips of the units (grpo_lambda.multiplicity.max_t)
                   for seed-level lines that share a baseline; ``descriptive``: no adjusted p, no verdict
 ``p_holm``        ``p`` adjusted within the family by its procedure (Holm's step-down method, or max-T's)
 ``p_equivalence`` the equivalence p-value (two one-sided tests against ±margin, the margin of the row's own
@@ -50,7 +50,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config.families import CHECK, DESCRIPTIVE, EXPLORATORY, HOLM, MAX_T, PRIMARY, procedure
-from grpo_lambda.stats import Interval, holm, max_t, minimum_detectable_effect
+from grpo_lambda.stats import Interval, minimum_detectable_effect
+from grpo_lambda.multiplicity import holm, max_t
 
 AHEAD, BEHIND, EQUIVALENT, UNRESOLVED, TOO_FEW = "ahead", "behind", "equivalent", "not distinguishable", \
     "too few seeds"
@@ -87,7 +88,7 @@ def add_verdicts(frame: pd.DataFrame, estimate: str, family: Sequence[str], leve
 
     The procedure of a family (grpo_lambda.config.families.procedure, from ``options``, the report options,
     and ``table``, the table's name; Holm without them): ``holm``; ``max_t``, the step-down max-T over joint
-    sign flips of the units (grpo_lambda.stats.max_t), for a family whose rows have ``seed_values`` (one
+    sign flips of the units (grpo_lambda.multiplicity.max_t), for a family whose rows have ``seed_values`` (one
     mapping unit -> value per row of ``frame``, None for a row without); or ``descriptive``, no adjusted p and
     no verdict. The equivalence p-values are Holm-adjusted in every family that has a verdict."""
     frame = frame.copy()
