@@ -512,10 +512,12 @@ def parser() -> argparse.ArgumentParser:
 
     sub = stages.add_parser(
         "plan", help="what snakemake would run, summarised: jobs per rule, why, and what changed since the last run",
-        description="Runs snakemake -n with the arguments given (--configfile, --config, targets, --profile, ...) and "
-                    "prints the jobs per rule with Snakemake's reasons (output missing, after a job it needs, params "
-                    "or code changed, ...), then, rule by rule, what changed since the last run and the wildcards of "
-                    "the jobs that rerun. Exit status: Snakemake's (its own output when it fails).")
+        description="Runs snakemake -n with the arguments given (targets, then --configfile, --config, --profile, "
+                    "...; --set KEY.PATH=VALUE as for every command, passed on as --config set=...) and prints the "
+                    "jobs per rule with Snakemake's reasons (output missing, after a job it needs, params or code "
+                    "changed, ...), then, rule by rule, what changed since the last run (the settings, with their old "
+                    "and new values; the newer input files) and the wildcards of the jobs that rerun. Exit status: "
+                    "Snakemake's (its own output when it fails); 2 when a target follows --configfile.")
     sub.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
                      help="passed to snakemake -n as they are")
     sub.set_defaults(handler=cmd_plan)
