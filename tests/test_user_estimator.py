@@ -206,16 +206,20 @@ def test_the_users_estimator_code_and_choice_are_part_of_the_fingerprint(tmp_pat
         config = study.validate(study_with({"objective": "grpo", "advantage_estimator": estimator}))
         return study.stage_settings(config, "train", model="tiny", dataset="arith", variant="mine")
 
-    from grpo_lambda import train
+    def digest(settings):
+        made = fingerprint.compute(settings, seed=0, base="base", data_path="data",
+                                   user_code=fingerprint.user_code_sources(settings))
+        return made["settings"]
 
     mine = settings(f"{user_module}:sign_advantage")
-    before = train.hashed_settings(mine)
-    assert set(before["user_estimator_sources"]) == {f"{user_module}:sign_advantage"}
+    sources = fingerprint.user_code_sources(mine)
+    assert set(sources["user_estimator_sources"]) == {f"{user_module}:sign_advantage"}
+    before = digest(mine)
     module = tmp_path / f"{user_module}.py"
     module.write_text(module.read_text() + "\n# edited\n")
-    after = train.hashed_settings(mine)
-    assert fingerprint.settings_digest(before) != fingerprint.settings_digest(after)
-    other = train.hashed_settings(settings(f"{user_module}:negated"))
-    assert fingerprint.settings_digest(other) != fingerprint.settings_digest(after)
+    after = digest(mine)
+    assert before != after
+    other = digest(settings(f"{user_module}:negated"))
+    assert other != after
     builtin = settings("tempo")
-    assert train.hashed_settings(builtin) is builtin  # no user code: the settings as they are
+    assert fingerprint.user_code_sources(builtin) == {}  # no user code: nothing of the user's

@@ -289,14 +289,6 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
     return GRPOLambdaConfig(output_dir=output_dir, max_steps=rl["max_steps"], seed=seed, **kwargs)
 
 
-def hashed_settings(settings: dict) -> dict:
-    """What the cell's fingerprint hashes as its settings: the stage's, and the source of the user's own code
-    (``module:function``: a reward, an advantage estimator) it trains with, so that editing that code never
-    resumes the old state (`fingerprint.user_code_sources`)."""
-    sources = fingerprint.user_code_sources(settings)
-    return {**settings, **sources} if sources else settings
-
-
 def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
     """Point TensorBoard at <cell>/tensorboard (one folder across resumes) unless TENSORBOARD_LOGGING_DIR says."""
     from transformers.integrations import TensorBoardCallback
@@ -322,8 +314,9 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
 
     cell = Path(cell_dir)
     resume_dir = cell / "resume"
-    # State made with other settings, base model, data or user reward code is moved aside, never resumed.
-    made_with = fingerprint.compute(hashed_settings(settings), seed=seed, base=base, data_path=data_path)
+    # State made with other settings, base model, data or user code (rewards, estimator) is moved aside, never resumed.
+    made_with = fingerprint.compute(settings, seed=seed, base=base, data_path=data_path,
+                                    user_code=fingerprint.user_code_sources(settings))
     fingerprint.claim(cell, made_with)
     tokenizer = load_tokenizer(base, padding_side="left")
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"],
