@@ -187,7 +187,8 @@ def test_advantages_that_carry_an_unscored_rows_nan_are_refused_naming_the_estim
 
 @pytest.mark.parametrize(("entry", "message"), [
     ("no_such_module_xyz:f", r"module 'no_such_module_xyz' cannot be imported"),
-    ("{module}:missing", r"module '{module}' \(.*\) has no 'missing'"),
+    ("{module}:missing", r"module '{module}' \(.*\) has no 'missing'$"),
+    ("{module}:sign_advantge", r"has no 'sign_advantge'; did you mean {module}:sign_advantage\?"),
     ("{module}:two_arguments", r"it requires \['scale'\] besides the batch"),
     ("{module}:asks_for_values", r"needs \['values'\], which no batch holds; it may ask for completion_ids"),
     ("{module}:SEEN", r"is a list, not a function or an Estimator"),

@@ -5,6 +5,7 @@ so that a cell trained with one version of it never resumes with another (the re
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import inspect
@@ -37,7 +38,10 @@ def load(path: str, *, example: str):
                          "on PYTHONPATH") from None
     found = getattr(module, name, None)
     if found is None:
-        raise ValueError(f"{path!r}: module {module_name!r} ({module.__file__}) has no {name!r}")
+        near = difflib.get_close_matches(name, [own for own, value in vars(module).items()
+                                                if callable(value) and not own.startswith("_")], n=1)
+        hint = f"; did you mean {module_name}:{near[0]}?" if near else ""
+        raise ValueError(f"{path!r}: module {module_name!r} ({module.__file__}) has no {name!r}{hint}")
     return found
 
 
