@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 from conftest import ROOT
 from grpo_lambda import advantages as adv
 from grpo_lambda import config as study
-from grpo_lambda import fingerprint, variants
+from grpo_lambda import files, fingerprint, variants
 from grpo_lambda.advantages import GroupBatch, estimate_advantages
 
 DOC = (ROOT / "docs" / "rewards.md").read_text(encoding="utf-8")
@@ -46,6 +46,13 @@ def negated(batch):
 def raw_reward(batch):
     """The reward on every token, NaN (unscored) included: what an estimator must not hand the loss."""
     return batch.rewards.unsqueeze(1).expand_as(batch.mask).clone()
+
+
+def alternate(batch):
+    """1 on every token of the even rows, 0 on the odd ones: values to find in the completions log."""
+    advantages = torch.zeros(batch.mask.shape)
+    advantages[0::2] = 1.0
+    return advantages * batch.mask
 
 
 def two_arguments(batch, scale):
@@ -153,6 +160,24 @@ def test_the_documented_estimator_trains_a_cell_and_its_advantages_reach_the_los
             rows = [row for row in range(len(ids)) if torch.equal(ids[row], row_ids)]
             assert rows and all(torch.equal(advantages[row], row_advantages) for row in rows)
     assert any(not torch.equal(p, before[name]) for name, p in trainer.model.named_parameters())
+
+
+def test_the_completions_log_shows_the_advantages_the_users_estimator_gave(model_dir, tmp_path, user_module):
+    """Where docs/rewards.md sends the user: each logged completion holds the advantages the loss read (the
+    estimator's 1 and 0 here: their mean over its tokens and its first token's) beside TRL's group advantage."""
+    from grpo_lambda import completions, train
+
+    trainer = make_trainer(model_dir, tmp_path / "cell", {"objective": "grpo", "advantage_estimator":
+                                                          f"{user_module}:alternate"}, length_reward, [1.0],
+                           logging_steps=1)
+    writer = train.WriteCompletions(tmp_path / "completions", every=1, prompts=1)
+    writer.trainer = trainer
+    trainer.add_callback(writer)
+    trainer.train()
+    rows = files.read_jsonl(tmp_path / "completions" / completions.file_name(1))
+    assert [row["token_advantage_mean"] for row in rows] == [1.0, 0.0, 1.0, 0.0]
+    assert [row["token_advantage_first"] for row in rows] == [1.0, 0.0, 1.0, 0.0]
+    assert all(row["advantage"] not in (None, 0.0, 1.0) for row in rows)  # TRL's A_i of the lengths, beside them
 
 
 def test_a_negated_grpo_from_the_users_module_moves_every_weight_by_minus_grpos_step(model_dir, tmp_path,
