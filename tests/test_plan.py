@@ -5,7 +5,7 @@ import json
 import subprocess
 import sys
 
-from conftest import ROOT
+from conftest import ROOT, run_main
 from grpo_lambda import plan
 
 SNAKEFILE = '''
@@ -147,13 +147,25 @@ def test_plan_takes_set_as_every_command_that_reads_a_config(tmp_path):
     assert train_jobs("--set", "seeds=[0]") == "2"
 
 
-def test_every_command_that_reads_a_config_takes_set():
+def test_every_command_that_reads_a_config_applies_set():
+    """grpo-lambda --help: every command that reads a config takes --set. Each applies it: a bad value given by --set
+    is refused naming --set (plan's --set reaches Snakemake's config: test_plan_takes_set_...)."""
     from grpo_lambda import cli
 
     [commands] = [action for action in cli.parser()._actions if action.dest == "stage"]
+    assert "--set KEY.PATH=VALUE" in cli.__doc__.replace("\n", " ")
     reading = {name: sub for name, sub in commands.choices.items()
                if any("--configfile" in action.option_strings for action in sub._actions)}
     assert len(reading) >= 15
-    assert [name for name, sub in reading.items()
-            if not any("--set" in action.option_strings for action in sub._actions)] == []
+    for name, sub in reading.items():
+        words = [name, "--configfile", ROOT / "config" / "config.yaml", "--set", "rl.max_steps=five"]
+        for action in sub._actions:
+            if action.required and action.option_strings:
+                words += [action.option_strings[0], *["1"] * (action.nargs if isinstance(action.nargs, int) else 1)]
+            if action.dest in ("model", "dataset", "variant") and action.option_strings:
+                words += [action.option_strings[0], {"model": "tiny", "dataset": "arith", "variant": "grpo"}[action.dest]]
+        done = run_main(*words)
+        assert (done.returncode, done.stderr.strip()) == (2, f"grpo-lambda {name}: error: --set: invalid value at "
+                                                             "'rl.max_steps': 'five' is not of type 'integer' "
+                                                             f"({ROOT / 'config' / 'config.yaml'} alone is valid)"), name
     assert "--set" in commands.choices["plan"].description  # plan passes its words to snakemake, --set as --config
