@@ -2,6 +2,8 @@
 
 from collections import defaultdict, deque
 
+import pytest
+
 from conftest import run_main
 from grpo_lambda import completions, files
 
@@ -80,3 +82,23 @@ def test_the_cli_prints_the_latest_or_a_chosen_step_and_names_a_missing_one(tmp_
     assert "s5-2" in chosen.stdout
     missing = run_main("completions", cell, "--step", "7")
     assert missing.returncode == 2 and "no completions logged at step 7; logged: 5, 10" in missing.stderr
+
+
+def test_the_token_advantages_logged_are_the_ones_the_loss_reads():
+    """Mean over the completion's tokens in the loss and the first token's, raised to advantage_clamp as the loss
+    raises them; NaN for a row with no token in the loss (dynamic sampling's), which a row writes as null."""
+    from types import SimpleNamespace
+
+    import torch
+
+    from grpo_lambda import scored_batch
+
+    trainer = SimpleNamespace(args=SimpleNamespace(advantage_clamp=-0.1),
+                              accelerator=SimpleNamespace(gather=lambda tensor: tensor),
+                              _logs=defaultdict(list))
+    output = {"advantages": torch.tensor([[1.0, -1.0, 3.0], [-0.5, 0.5, 9.0], [2.0, 2.0, 2.0]]),
+              "completion_mask": torch.tensor([[1, 1, 1], [1, 1, 0], [0, 0, 0]])}
+    scored_batch.log_token_advantages(trainer, output)
+    assert trainer._logs["token_advantage_mean"][:2] == pytest.approx([(1.0 - 0.1 + 3.0) / 3, (-0.1 + 0.5) / 2])
+    assert trainer._logs["token_advantage_first"][:2] == pytest.approx([1.0, -0.1])
+    assert all(torch.tensor(trainer._logs[name][2]).isnan() for name in scored_batch.TOKEN_ADVANTAGE_LOGS)
