@@ -241,8 +241,8 @@ def user_code_files(settings: dict) -> list[str]:
 
     found = []
     if isinstance(settings.get("rl"), dict):
-        found += [user_code.source_file(reward.user_reward(spec["name"])) for spec in reward.reward_specs(settings["rl"])
-                  if user_code.is_user_path(spec["name"])]
+        found += [user_code.source_file(reward.user_reward(spec["name"]))
+                  for spec in reward.reward_specs(settings["rl"]) if user_code.is_user_path(spec["name"])]
     estimator = (settings.get("variant") or {}).get("advantage_estimator")
     if user_code.is_user_path(estimator):
         from grpo_lambda.advantages import user_estimator

@@ -120,9 +120,9 @@ def _what_changed(reason: str, details: list[str]) -> str:
     else:
         return ""
     found = list(dict.fromkeys(found))
-    shown = ", ".join(found[:SHOWN_FILES] if reason != "params changed" else found)
-    return shown + (f" and {len(found) - SHOWN_FILES} more" if reason != "params changed" and len(found) > SHOWN_FILES
-                    else "")
+    if reason == "params changed" or len(found) <= SHOWN_FILES:
+        return ", ".join(found)
+    return f"{', '.join(found[:SHOWN_FILES])} and {len(found) - SHOWN_FILES} more"
 
 
 def params_differences(detail: str) -> list[str]:
@@ -142,8 +142,10 @@ def params_differences(detail: str) -> list[str]:
         now.remove(new)
         before.remove(old)
         flat_old, flat_new = _flatten(old), _flatten(new)
-        differences += [f"{key} {_short(flat_old.get(key, _UNSET))} → {_short(flat_new.get(key, _UNSET))}"
-                        for key in dict.fromkeys([*flat_old, *flat_new]) if flat_old.get(key, _UNSET) != flat_new.get(key, _UNSET)]
+        for key in dict.fromkeys([*flat_old, *flat_new]):
+            was, now_is = flat_old.get(key, _UNSET), flat_new.get(key, _UNSET)
+            if was != now_is:
+                differences.append(f"{key} {_short(was)} → {_short(now_is)}")
     differences += [f"{_short(old)} → {_short(new)}" for old, new in zip(before, now)]
     differences += [f"{_short(_UNSET)} → {_short(new)}" for new in now[len(before):]]
     differences += [f"{_short(old)} → {_short(_UNSET)}" for old in before[len(now):]]
