@@ -23,6 +23,8 @@ from grpo_lambda import files
 
 FOLDER = "completions"
 COLUMNS = ["step", "prompt", "completion", "reward", "advantage", "token_advantage_mean", "token_advantage_first"]
+# The columns that hold numbers (an empty cell of a CSV is a missing one, not text)
+NUMBERS = ("reward", "advantage", "token_advantage_mean", "token_advantage_first")
 # The columns of TRL's logs (trainer._logs) that hold one value per completion, by the column each fills.
 PER_COMPLETION = {"advantage": "advantages", "token_advantage_mean": "token_advantage_mean",
                   "token_advantage_first": "token_advantage_first"}
