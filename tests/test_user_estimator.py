@@ -249,3 +249,17 @@ def test_the_users_estimator_code_and_choice_are_part_of_the_fingerprint(tmp_pat
     assert other != after
     builtin = settings("tempo")
     assert fingerprint.user_code_sources(builtin) == {}  # no user code: nothing of the user's
+
+
+def test_the_docs_worked_group_is_what_trl_and_the_example_give(user_module):
+    """docs/rewards.md's group of eight with one success: TRL's A_i ((r - mean)/(std + 1e-4), TRL 1.16's group
+    scaling) and the documented sign_advantage's per-token mean, as the doc states them."""
+    found = re.search(r"logs `advantage` ([\d.]+) and −([\d.]+) \(TRL's:\s+\(r − mean\)/\(std \+ 10⁻⁴\), std ([\d.]+)\) "
+                      r"and `token_advantage_mean` (\S+) and −(\S+) \(yours\)", SECTION)
+    rewards = torch.tensor([1.0] + [0.0] * 7)
+    trl = (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+    assert [float(found[1]), -float(found[2]), float(found[3])] == [round(trl[0].item(), 3), round(trl[1].item(), 3),
+                                                                     round(rewards.std().item(), 3)]
+    batch = GroupBatch(rewards=rewards, mask=torch.ones(8, 4), advantages=trl, group_size=8)
+    mine = estimate_advantages(f"{user_module}:sign_advantage", batch).mean(1)
+    assert [float(found[4]), -float(found[5])] == [mine[0].item(), mine[1].item()]
