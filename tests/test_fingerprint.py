@@ -193,3 +193,29 @@ def test_a_fresh_start_moves_same_settings_state_aside(tmp_path, monkeypatch, ca
     assert sorted(path.name for path in (cell / "resume").iterdir()) == ["fingerprint.json"]
     monkeypatch.setenv(fingerprint.FRESH_ENV, "0")
     assert not fingerprint.fresh_requested()
+
+
+def test_the_log_says_whether_the_users_code_or_the_settings_changed(tmp_path, caplog):
+    """The user's code is hashed with the settings (a cell's hash as before it was recorded apart), and the line
+    that moves old state aside names what changed: the user's code by its entry, the settings, or both."""
+    base, data = make_inputs(tmp_path)
+    code = {"user_estimator_sources": {"my_advantages:sign": ["aa", "aa"]}, "user_reward_sources": {"my_rewards:r": "cc"}}
+    edited = {**code, "user_estimator_sources": {"my_advantages:sign": ["ab", "ab"]}}
+
+    def made(settings=SETTINGS, user_code=code):
+        return fingerprint.compute(settings, seed=0, base=str(base), data_path=str(data), user_code=user_code)
+
+    assert made()["settings"] == fingerprint.settings_digest({**SETTINGS, **code, "seed": 0})
+    assert made(user_code=None)["hash"] == fingerprint.compute(SETTINGS, seed=0, base=str(base),
+                                                               data_path=str(data))["hash"]
+    cell = tmp_path / "cell"
+    reasons = []
+    for now in (made(), made(user_code=edited), made({**SETTINGS, "rl": {"max_steps": 8}}, edited),
+                made({**SETTINGS, "rl": {"max_steps": 5}}, code)):
+        (cell / "resume" / "checkpoint-1").mkdir(parents=True, exist_ok=True)
+        caplog.clear()
+        fingerprint.claim(cell, now)
+        reasons += [record.getMessage().split(": ", 1)[1].split(" (fingerprint")[0] for record in caplog.records]
+    assert reasons[1:] == ["the user code (my_advantages:sign) changed since its state was made",
+                           "the settings changed since its state was made",
+                           "the settings and user code (my_advantages:sign) changed since its state was made"]

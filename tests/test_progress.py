@@ -2,6 +2,7 @@
 short; with stop_after it stops at the N-th such step in a row. (Its warning after NO_SIGNAL_STEPS in a row:
 tests/test_train_log.py; the example's run on rewards that are all 0: tests/test_example.py.)"""
 
+import re
 from types import SimpleNamespace
 
 import pytest
@@ -49,3 +50,43 @@ def test_stop_after_ends_training_at_the_nth_step_without_signal_in_a_row():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="stop_after must be a positive whole number"):
             NoLearningSignal(stop_after=bad)
+
+
+@pytest.mark.parametrize("logging_steps", [1, 2])
+def test_each_progress_line_carries_its_own_steps_loss(tmp_path, caplog, monkeypatch, logging_steps):
+    """A real Trainer logs a step after its on_step_end: step N's line shows step N's logged loss, not step N-1's;
+    a step that logs nothing gets its line at once, with the last loss logged."""
+    import logging
+
+    import torch
+    from transformers import Trainer, TrainingArguments
+
+    from grpo_lambda import progress
+
+    class Falling(torch.nn.Module):
+        """A loss that differs at every step: the weight moves each step."""
+
+        def __init__(self):
+            super().__init__()
+            self.weight = torch.nn.Parameter(torch.tensor(3.0))
+
+        def forward(self, x):
+            return {"loss": (self.weight * x).pow(2).mean()}
+
+    monkeypatch.setattr(progress, "interactive", lambda: False)
+    monkeypatch.setattr(progress, "LINE_EVERY", 0.2)  # a line every step of 5
+    args = TrainingArguments(output_dir=str(tmp_path), max_steps=5, per_device_train_batch_size=1, learning_rate=0.1,
+                             logging_steps=logging_steps, save_strategy="no", report_to=[], use_cpu=True,
+                             logging_nan_inf_filter=False)
+    trainer = Trainer(model=Falling(), args=args, train_dataset=[{"x": torch.tensor(1.0)}] * 5)
+    progress.quiet_trainer_output(trainer, "train cell")
+    with caplog.at_level(logging.INFO, logger=progress.log.name):
+        trainer.train()
+    lines = {int(found[1]): found[2] for found in (re.search(r"step (\d+)/5 \(\d+%\)(?:, loss (\S+))?,", record.getMessage())
+                                                   for record in caplog.records) if found}
+    logged = {entry["step"]: f"{entry['loss']:.4g}" for entry in trainer.state.log_history if "loss" in entry}
+    assert sorted(lines) == [1, 2, 3, 4, 5]
+    for step, loss in lines.items():
+        newest = max((logged_step for logged_step in logged if logged_step <= step), default=None)
+        assert loss == (logged[newest] if newest else None), step
+    assert len(set(logged.values())) == len(logged) > 1

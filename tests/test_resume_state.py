@@ -83,8 +83,8 @@ def cell(tmp_path, monkeypatch):
     data.write_text(json.dumps({"id": "1", "problem": "1+1", "answer": "2"}) + "\n")
     folder = tmp_path / "cell"
 
-    def run():
-        train._run({"model": {"prompt": "plain"}, "rl": {}, "checkpoints": []}, base="unused-base",
+    def run(**settings):
+        train._run({"model": {"prompt": "plain"}, "rl": {}, "checkpoints": [], **settings}, base="unused-base",
                    data_path=str(data), cell_dir=str(folder), seed=0)
         [trainer] = RecordingTrainer.made
         return trainer.calls, saved
@@ -136,3 +136,16 @@ def test_newest_loadable_checkpoint_orders_by_step_number_not_by_name(tmp_path):
     assert train.newest_loadable_checkpoint(resume) == str(resume / "checkpoint-10")
     _checkpoint(resume, 100, weights=False)  # damaged: passed over
     assert train.newest_loadable_checkpoint(resume) == str(resume / "checkpoint-10")
+
+
+def test_the_cells_provenance_and_log_name_its_advantage_estimators_and_rewards(cell, caplog):
+    """Which estimator trained a cell is written beside it (provenance.json) and in its job log, OAR's reshaping first."""
+    import logging
+
+    folder, run = cell
+    with caplog.at_level(logging.INFO, logger=train.log.name):
+        run(variant={"objective": "grpo", "advantage_estimator": "tempo", "oar_method": "gradient"},
+            rl={"rewards": [{"name": "evaluation", "weight": 1.0}, {"name": "boxed", "weight": 0.0}]})
+    assert json.loads((folder / "provenance.json").read_text()) == {
+        "advantage_estimators": ["oar", "tempo"], "rewards": {"evaluation": 1.0, "boxed": 0.0}}
+    assert "advantages: oar then tempo; rewards: evaluation (weight 1), boxed (weight 0)" in caplog.messages

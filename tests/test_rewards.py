@@ -328,11 +328,16 @@ def test_a_user_reward_and_a_system_prompt_reach_training(tmp_path, tiny_model_d
     # The user's reward code is part of the settings the cell's fingerprint hashes: edited, the cell starts afresh.
     settings = study.stage_settings(study.validate(copy.deepcopy(config)), "train", model="tiny", dataset="arith",
                                     variant="grpo")
-    before = train.hashed_settings(settings)
+    before = fingerprint.user_code_sources(settings)
     module = tmp_path / f"{user_module}.py"
     module.write_text(module.read_text() + "\n# edited\n")
-    after = train.hashed_settings(settings)
+    after = fingerprint.user_code_sources(settings)
     assert set(before["user_reward_sources"]) == {f"{user_module}:sevens"}
-    assert fingerprint.settings_digest(before) != fingerprint.settings_digest(after)
+    made = {sources: fingerprint.compute(settings, seed=0, base="base", data_path="data", user_code=code)
+            for sources, code in (("before", before), ("after", after))}
+    assert made["before"]["settings"] != made["after"]["settings"]
+    assert made["before"]["stage_settings"] == made["after"]["stage_settings"]  # the settings alone did not change
+    assert fingerprint.user_code_files(settings) == [str(module)]  # the train rule's input: outside the working folder
     default = study.stage_settings(study.validate(_config()), "train", model="tiny", dataset="arith", variant="grpo")
-    assert train.hashed_settings(default) is default  # without user rewards: the settings as they are
+    assert fingerprint.user_code_sources(default) == {}  # without user rewards: nothing of the user's
+    assert fingerprint.user_code_files(default) == []

@@ -324,3 +324,17 @@ def test_status_without_a_config_warns_that_it_shows_the_default_study(tmp_path)
     assert done.stderr.startswith("grpo-lambda status: no --configfile given: showing config/config.yaml's cells")
     given = run_main("status", "--configfile", "config/config.yaml", "--results", tmp_path / "results", cwd=ROOT)
     assert "no --configfile given" not in given.stderr
+
+
+def test_a_nested_studys_own_sft_models_are_not_cells_of_another_config(study):
+    """sft.seeds keeps each SFT model in <model>/<dataset>/sft/seed<N>, a folder as deep as a cell's: as found, status
+    listed tiny/arith/sft/seed2 as a cell "not in this config", the SFT model made and all."""
+    nested = {**study, "sft": {**{k: v for k, v in study["sft"].items() if k != "seed"}, "seeds": [1, 2]}}
+    nested = config_module.validate(nested)
+    for seed in (1, 2):
+        os.makedirs(os.path.join(study["results"], "tiny", "arith", "sft", f"seed{seed}", "model"))
+    _train_log(nested, "grpo", 0, 2)
+    _train_log(nested, "grpo-lr1e-5", 0, 2)  # a cell of an overlay left out: still listed
+    report = grid_status(nested)
+    assert [cell["cell"] for cell in report["others"]] == ["tiny/arith/grpo-lr1e-5/seed0"]
+    assert format_status(report)[-1] == "and 1 cells the config does not name (an overlay left out?): 1 running"

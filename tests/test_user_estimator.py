@@ -17,7 +17,7 @@ from transformers import AutoTokenizer
 from conftest import ROOT
 from grpo_lambda import advantages as adv
 from grpo_lambda import config as study
-from grpo_lambda import fingerprint, variants
+from grpo_lambda import files, fingerprint, variants
 from grpo_lambda.advantages import GroupBatch, estimate_advantages
 
 DOC = (ROOT / "docs" / "rewards.md").read_text(encoding="utf-8")
@@ -46,6 +46,13 @@ def negated(batch):
 def raw_reward(batch):
     """The reward on every token, NaN (unscored) included: what an estimator must not hand the loss."""
     return batch.rewards.unsqueeze(1).expand_as(batch.mask).clone()
+
+
+def alternate(batch):
+    """1 on every token of the even rows, 0 on the odd ones: values to find in the completions log."""
+    advantages = torch.zeros(batch.mask.shape)
+    advantages[0::2] = 1.0
+    return advantages * batch.mask
 
 
 def two_arguments(batch, scale):
@@ -155,6 +162,24 @@ def test_the_documented_estimator_trains_a_cell_and_its_advantages_reach_the_los
     assert any(not torch.equal(p, before[name]) for name, p in trainer.model.named_parameters())
 
 
+def test_the_completions_log_shows_the_advantages_the_users_estimator_gave(model_dir, tmp_path, user_module):
+    """Where docs/rewards.md sends the user: each logged completion holds the advantages the loss read (the
+    estimator's 1 and 0 here: their mean over its tokens and its first token's) beside TRL's group advantage."""
+    from grpo_lambda import completions, train
+
+    trainer = make_trainer(model_dir, tmp_path / "cell", {"objective": "grpo", "advantage_estimator":
+                                                          f"{user_module}:alternate"}, length_reward, [1.0],
+                           logging_steps=1)
+    writer = train.WriteCompletions(tmp_path / "completions", every=1, prompts=1)
+    writer.trainer = trainer
+    trainer.add_callback(writer)
+    trainer.train()
+    rows = files.read_jsonl(tmp_path / "completions" / completions.file_name(1))
+    assert [row["token_advantage_mean"] for row in rows] == [1.0, 0.0, 1.0, 0.0]
+    assert [row["token_advantage_first"] for row in rows] == [1.0, 0.0, 1.0, 0.0]
+    assert all(row["advantage"] not in (None, 0.0, 1.0) for row in rows)  # TRL's A_i of the lengths, beside them
+
+
 def test_a_negated_grpo_from_the_users_module_moves_every_weight_by_minus_grpos_step(model_dir, tmp_path,
                                                                                       user_module):
     """On-policy the loss is linear in the advantages: one plain SGD step with −A_i is exactly minus GRPO's."""
@@ -187,7 +212,8 @@ def test_advantages_that_carry_an_unscored_rows_nan_are_refused_naming_the_estim
 
 @pytest.mark.parametrize(("entry", "message"), [
     ("no_such_module_xyz:f", r"module 'no_such_module_xyz' cannot be imported"),
-    ("{module}:missing", r"module '{module}' \(.*\) has no 'missing'"),
+    ("{module}:missing", r"module '{module}' \(.*\) has no 'missing'$"),
+    ("{module}:sign_advantge", r"has no 'sign_advantge'; did you mean {module}:sign_advantage\?"),
     ("{module}:two_arguments", r"it requires \['scale'\] besides the batch"),
     ("{module}:asks_for_values", r"needs \['values'\], which no batch holds; it may ask for completion_ids"),
     ("{module}:SEEN", r"is a list, not a function or an Estimator"),
@@ -206,16 +232,34 @@ def test_the_users_estimator_code_and_choice_are_part_of_the_fingerprint(tmp_pat
         config = study.validate(study_with({"objective": "grpo", "advantage_estimator": estimator}))
         return study.stage_settings(config, "train", model="tiny", dataset="arith", variant="mine")
 
-    from grpo_lambda import train
+    def digest(settings):
+        made = fingerprint.compute(settings, seed=0, base="base", data_path="data",
+                                   user_code=fingerprint.user_code_sources(settings))
+        return made["settings"]
 
     mine = settings(f"{user_module}:sign_advantage")
-    before = train.hashed_settings(mine)
-    assert set(before["user_estimator_sources"]) == {f"{user_module}:sign_advantage"}
+    sources = fingerprint.user_code_sources(mine)
+    assert set(sources["user_estimator_sources"]) == {f"{user_module}:sign_advantage"}
+    before = digest(mine)
     module = tmp_path / f"{user_module}.py"
     module.write_text(module.read_text() + "\n# edited\n")
-    after = train.hashed_settings(mine)
-    assert fingerprint.settings_digest(before) != fingerprint.settings_digest(after)
-    other = train.hashed_settings(settings(f"{user_module}:negated"))
-    assert fingerprint.settings_digest(other) != fingerprint.settings_digest(after)
+    after = digest(mine)
+    assert before != after
+    other = digest(settings(f"{user_module}:negated"))
+    assert other != after
     builtin = settings("tempo")
-    assert train.hashed_settings(builtin) is builtin  # no user code: the settings as they are
+    assert fingerprint.user_code_sources(builtin) == {}  # no user code: nothing of the user's
+
+
+def test_the_docs_worked_group_is_what_trl_and_the_example_give(user_module):
+    """docs/rewards.md's group of eight with one success: TRL's A_i ((r - mean)/(std + 1e-4), TRL 1.16's group
+    scaling) and the documented sign_advantage's per-token mean, as the doc states them."""
+    found = re.search(r"logs `advantage` ([\d.]+) and −([\d.]+) \(TRL's:\s+\(r − mean\)/\(std \+ 10⁻⁴\), std ([\d.]+)\) "
+                      r"and `token_advantage_mean` (\S+) and −(\S+) \(yours\)", SECTION)
+    rewards = torch.tensor([1.0] + [0.0] * 7)
+    trl = (rewards - rewards.mean()) / (rewards.std() + 1e-4)
+    assert [float(found[1]), -float(found[2]), float(found[3])] == [round(trl[0].item(), 3), round(trl[1].item(), 3),
+                                                                     round(rewards.std().item(), 3)]
+    batch = GroupBatch(rewards=rewards, mask=torch.ones(8, 4), advantages=trl, group_size=8)
+    mine = estimate_advantages(f"{user_module}:sign_advantage", batch).mean(1)
+    assert [float(found[4]), -float(found[5])] == [mine[0].item(), mine[1].item()]

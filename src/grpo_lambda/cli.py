@@ -201,8 +201,9 @@ def cmd_completions(args) -> None:
         raise UsageError(f"{args.cell}: no completions logged at step {step}; logged: "
                          f"{', '.join(str(s) for s in sorted(logged['step'].unique()))}")
     for row in rows.head(args.limit).itertuples():
-        print(f"--- step {row.step}, reward {row.reward}, advantage {row.advantage:.3f}\n"
-              f"{row.prompt}\n>>> {row.completion}")
+        print(f"--- step {row.step}, reward {row.reward}, TRL's group advantage {row.advantage:.3f}, "
+              f"the loss's per-token advantage: mean {row.token_advantage_mean:.3f}, first token "
+              f"{row.token_advantage_first:.3f}\n{row.prompt}\n>>> {row.completion}")
 
 
 def cmd_build_tiny(args) -> None:
@@ -512,10 +513,12 @@ def parser() -> argparse.ArgumentParser:
 
     sub = stages.add_parser(
         "plan", help="what snakemake would run, summarised: jobs per rule, why, and what changed since the last run",
-        description="Runs snakemake -n with the arguments given (--configfile, --config, targets, --profile, ...) and "
-                    "prints the jobs per rule with Snakemake's reasons (output missing, after a job it needs, params "
-                    "or code changed, ...), then, rule by rule, what changed since the last run and the wildcards of "
-                    "the jobs that rerun. Exit status: Snakemake's (its own output when it fails).")
+        description="Runs snakemake -n with the arguments given (targets, then --configfile, --config, --profile, "
+                    "...; --set KEY.PATH=VALUE as for every command, passed on as --config set=...) and prints the "
+                    "jobs per rule with Snakemake's reasons (output missing, after a job it needs, params or code "
+                    "changed, ...), then, rule by rule, what changed since the last run (the settings, with their old "
+                    "and new values; the newer input files) and the wildcards of the jobs that rerun. Exit status: "
+                    "Snakemake's (its own output when it fails); 2 when a target follows --configfile.")
     sub.add_argument("snakemake_args", nargs=argparse.REMAINDER, metavar="SNAKEMAKE_ARGS",
                      help="passed to snakemake -n as they are")
     sub.set_defaults(handler=cmd_plan)
@@ -544,7 +547,9 @@ def parser() -> argparse.ArgumentParser:
 
     sub = stages.add_parser("completions", help="print a cell's latest logged training completions",
                             description="The completions a cell logged at its latest (or a given) step "
-                                        "(rl.log_completions), with reward and advantage.")
+                                        "(rl.log_completions), with reward, TRL's group advantage and the "
+                                        "advantages the loss read (the advantage estimator's, per token: their "
+                                        "mean over the completion and its first token's).")
     sub.add_argument("cell", metavar="CELL", help="the cell folder, e.g. results/tiny/arith/grpo/seed0")
     sub.add_argument("--step", type=int, help="the logged step (default: the latest)")
     sub.add_argument("--limit", type=int, default=8, help="completions to print (default: %(default)s)")

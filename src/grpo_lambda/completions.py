@@ -6,18 +6,28 @@ by ``grpo_lambda.train.WriteCompletions``), for the report's ``completions`` tab
 TRL's own ``log_completions`` writes every logged step's whole generation batch as parquet into the
 trainer's output folder (here ``resume/``, which a settings change moves aside), and prints tables to the
 job log; this keeps a chosen number of prompts per logged step beside the model, written atomically,
-each completion with its reward and advantage.
+each completion with its reward and advantages: ``advantage``, TRL's group-normalised A_i, and the advantages the
+loss read, per token, from the variant's ``advantage_estimator`` (raised to ``advantage_clamp`` when set):
+``token_advantage_mean``, their mean over the completion's tokens, and ``token_advantage_first``, its first
+token's (None where no token of it was in the loss: a group ``dynamic_sampling`` dropped). Files written
+before these two were logged read as NaN there.
 """
 
 from __future__ import annotations
 
+import math
 import os
 from pathlib import Path
 
 from grpo_lambda import files
 
 FOLDER = "completions"
-COLUMNS = ["step", "prompt", "completion", "reward", "advantage"]
+COLUMNS = ["step", "prompt", "completion", "reward", "advantage", "token_advantage_mean", "token_advantage_first"]
+# The columns that hold numbers (an empty cell of a CSV is a missing one, not text)
+NUMBERS = ("reward", "advantage", "token_advantage_mean", "token_advantage_first")
+# The columns of TRL's logs (trainer._logs) that hold one value per completion, by the column each fills.
+PER_COMPLETION = {"advantage": "advantages", "token_advantage_mean": "token_advantage_mean",
+                  "token_advantage_first": "token_advantage_first"}
 
 
 def file_name(step: int) -> str:
@@ -26,13 +36,14 @@ def file_name(step: int) -> str:
 
 def group_rows(logs: dict, *, step: int, prompts: int, weights: dict[str, float] | None = None) -> list[dict]:
     """The rows of the first ``prompts`` distinct prompts of a generation batch as TRL keeps it
-    (``trainer._logs``: prompt, completion, rewards by reward function, advantages, in batch order); a
-    row's reward is the training reward, the reward functions' sum by ``weights`` (default 1 each)."""
+    (``trainer._logs``: prompt, completion, rewards by reward function, advantages, and GRPOLambdaTrainer's
+    token advantages, in batch order); a row's reward is the training reward, the reward functions' sum by
+    ``weights`` (default 1 each)."""
     weights = weights or {}
     names = list(logs["rewards"])
     rewards = [sum(weights.get(name, 1.0) * value for name, value in zip(names, values))
                for values in zip(*logs["rewards"].values())] if names else []
-    advantages = list(logs["advantages"])
+    per_completion = {column: list(logs.get(key, ())) for column, key in PER_COMPLETION.items()}
     chosen, rows = [], []
     for index, (prompt, completion) in enumerate(zip(logs["prompt"], logs["completion"])):
         key = str(prompt)
@@ -42,8 +53,14 @@ def group_rows(logs: dict, *, step: int, prompts: int, weights: dict[str, float]
             chosen.append(key)
         rows.append({"step": step, "prompt": _text(prompt), "completion": _text(completion),
                      "reward": rewards[index] if index < len(rewards) else None,
-                     "advantage": advantages[index] if index < len(advantages) else None})
+                     **{column: _number(values[index]) if index < len(values) else None
+                        for column, values in per_completion.items()}})
     return rows
+
+
+def _number(value):
+    """A logged value as JSON holds it: NaN (no token in the loss) as None."""
+    return None if isinstance(value, float) and math.isnan(value) else value
 
 
 def _text(value) -> str:
@@ -64,7 +81,7 @@ def read_cell(cell_dir: str | os.PathLike) -> pd.DataFrame:
 
 def report_table(results_dir: str | os.PathLike, cells: list[dict], *, per_phase: int = 2) -> pd.DataFrame:
     """For each cell, ``per_phase`` completions of its first, middle and last logged step, with the
-    prompt they answer, their reward and advantage."""
+    prompt they answer, their reward and advantages."""
     import pandas as pd
 
     parts = []

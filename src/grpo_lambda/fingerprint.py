@@ -191,16 +191,21 @@ def _with_revision(digest: str, revision: dict | None) -> str:
     return hashlib.sha256(f"{digest}\0{json.dumps(revision, sort_keys=True)}".encode()).hexdigest()
 
 
-def compute(settings: dict, *, seed: int, base: str, data_path: str) -> dict:
+def compute(settings: dict, *, seed: int, base: str, data_path: str, user_code: dict | None = None) -> dict:
     """The fingerprint of one run: its parts, their combined ``hash`` (16 hex digits) and the hub
-    ``revisions`` of its inputs (when any came from the hub)."""
+    ``revisions`` of its inputs (when any came from the hub). ``user_code``: the digests of the user's own code
+    the settings name (`user_code_sources`), hashed with the settings; recorded on their own too, with the
+    digest of the settings alone (``stage_settings``), outside the hash, so that `claim` can say which changed."""
     revisions = source_revisions(base, data_path)
-    parts = {"settings": settings_digest({**settings, "seed": seed}),
+    user_code = user_code or {}
+    parts = {"settings": settings_digest({**settings, **user_code, "seed": seed}),
              "base": _with_revision(path_digest(base), revisions.get("base")),
              "data": _with_revision(path_digest(data_path), revisions.get("data")), "code": code_digest(),
              "libraries": hashlib.sha256(json.dumps(library_versions(), sort_keys=True).encode()).hexdigest()}
     combined = hashlib.sha256(json.dumps(parts, sort_keys=True).encode()).hexdigest()[:16]
-    return {"hash": combined, **parts, **({"revisions": revisions} if revisions else {})}
+    told_apart = {"stage_settings": settings_digest({**settings, "seed": seed}),
+                  **({"user_code": user_code} if user_code else {})}
+    return {"hash": combined, **parts, **told_apart, **({"revisions": revisions} if revisions else {})}
 
 
 def user_code_sources(settings: dict) -> dict:
@@ -225,6 +230,48 @@ def user_code_sources(settings: dict) -> dict:
         found["user_estimator_sources"] = {estimator: [user_code.module_digest(estimator),
                                                        user_code.source_digest(function)]}
     return found
+
+
+def user_code_files(settings: dict) -> list[str]:
+    """The files of the user's own code a train stage's settings name (those `user_code_sources` digests), relative
+    to the working folder when they lie under it: the train rule's inputs, so that editing one reruns exactly the
+    cells that train with it."""
+    from grpo_lambda import user_code
+    from grpo_lambda.grading import reward
+
+    found = []
+    if isinstance(settings.get("rl"), dict):
+        found += [user_code.source_file(reward.user_reward(spec["name"]))
+                  for spec in reward.reward_specs(settings["rl"]) if user_code.is_user_path(spec["name"])]
+    estimator = (settings.get("variant") or {}).get("advantage_estimator")
+    if user_code.is_user_path(estimator):
+        from grpo_lambda.advantages import user_estimator
+
+        found += [user_code.module_file(estimator), user_code.source_file(user_estimator(estimator).function)]
+    here = Path.cwd()
+    return sorted({str(path.resolve().relative_to(here)) if path.resolve().is_relative_to(here) else str(path.resolve())
+                   for path in found if path})
+
+
+def _user_code_changes(old: dict, new: dict) -> list[str]:
+    """The entries (``module:function``) of the user's code whose files differ between two fingerprints."""
+    def flat(record):
+        return {name: digest for kind in (record.get("user_code") or {}).values() for name, digest in kind.items()}
+
+    before, after = flat(old), flat(new)
+    return sorted(name for name in {*before, *after} if before.get(name) != after.get(name))
+
+
+def _changed(old: dict | None, new: dict) -> list[str]:
+    """What differs between the fingerprint a cell's state was made with and this run's, in words."""
+    changed = [part for part in PARTS if not old or old.get(part) != new.get(part)]
+    if old and "settings" in changed and "stage_settings" in old and "stage_settings" in new:
+        # the settings part hashes the user's code too: say which of the two changed
+        changed.remove("settings")
+        code = _user_code_changes(old, new)
+        changed[:0] = ((["settings"] if old["stage_settings"] != new["stage_settings"] else [])
+                       + ([f"user code ({', '.join(code)})"] if code else []))
+    return changed
 
 
 def recorded(state_dir: str | os.PathLike) -> dict | None:
@@ -283,7 +330,7 @@ def claim(cell_dir: str | os.PathLike, fingerprint: dict, *, state_dir: str = "r
         if same:
             why = f"{FRESH_ENV} asks for a fresh start"
         else:
-            changed = [part for part in PARTS if not old or old.get(part) != fingerprint.get(part)]
+            changed = _changed(old, fingerprint)
             why = f"the {' and '.join(changed) or 'fingerprint'} changed since its state was made"
         log.warning("%s: %s (fingerprint %s, now %s); moved %s to %s and starting fresh", cell, why, label,
                     fingerprint["hash"], ", ".join(present), aside)

@@ -39,12 +39,15 @@ def evaluation(model: str, dataset: str, variant: str, seed, step, benchmark: st
     return f"{cell(model, dataset, variant, seed)}/eval/{step}/{benchmark}.{ext}"
 
 
+SFT_FOLDER = "sft"  # no variant may be named so (the config's schema): beside the variants, the SFT stage's folder
+
+
 def sft(model: str, dataset: str | None, sft_seed=None) -> str:
     """The SFT stage's folder: ``<model>/<dataset>/sft`` (its model, its self-distilled set), or ``<model>/sft``
     for an SFT model shared by all the model's training sets (``dataset`` None). A study with several SFT
     models per condition (``sft.seeds``) keeps each in ``<...>/sft/seed<sft_seed>`` (the self-distilled set,
     which does not depend on the SFT seed, stays in ``<...>/sft``)."""
-    folder = f"{model}/sft" if dataset is None else f"{model}/{dataset}/sft"
+    folder = f"{model}/{SFT_FOLDER}" if dataset is None else f"{model}/{dataset}/{SFT_FOLDER}"
     return folder if sft_seed is None else f"{folder}/seed{sft_seed}"
 
 

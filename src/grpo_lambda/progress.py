@@ -48,6 +48,7 @@ class ProgressLines:
     def __init__(self, description: str):
         self.description, self.next_share, self.start, self.first_step = description, LINE_EVERY, None, 0
         self.last = {}
+        self.waiting_for_log = None  # the step whose line waits for that step's own log
 
     def on_train_begin(self, args, state, control, **kwargs):
         self.start, self.first_step = time.monotonic(), state.global_step
@@ -56,6 +57,9 @@ class ProgressLines:
 
     def on_log(self, args, state, control, logs=None, **kwargs):
         self.last.update({k: v for k, v in (logs or {}).items() if k in ("reward", "loss")})
+        if self.waiting_for_log == state.global_step:
+            self.waiting_for_log = None
+            self._line(state)
 
     def on_step_end(self, args, state, control, **kwargs):
         share = state.global_step / max(state.max_steps, 1)
@@ -63,6 +67,15 @@ class ProgressLines:
             return
         while self.next_share <= share + 1e-12:
             self.next_share += LINE_EVERY
+        if control.should_log:
+            # The Trainer logs a step after its on_step_end: the line waits for it, so that step N's line carries
+            # step N's reward and loss, not step N-1's.
+            self.waiting_for_log = state.global_step
+            return
+        self._line(state)
+
+    def _line(self, state):
+        share = state.global_step / max(state.max_steps, 1)
         elapsed = time.monotonic() - self.start
         steps = state.global_step - self.first_step
         per_step = elapsed / steps if steps else float("nan")

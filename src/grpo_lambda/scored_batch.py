@@ -19,11 +19,35 @@ from grpo_lambda.advantages import (FORWARD_STATISTICS, GroupBatch, estimate_adv
 from grpo_lambda.oar import oar_token_weights
 
 
+# The columns of the completions log (trainer._logs, `grpo_lambda.completions`) that hold each completion's advantages
+# as the loss reads them, beside TRL's group-normalised A_i ("advantages").
+TOKEN_ADVANTAGE_LOGS = ("token_advantage_mean", "token_advantage_first")
+
+
 def shape(trainer, output: dict) -> None:
     """Dynamic sampling, then the per-token advantages, on TRL's scored training batch (in place)."""
     if trainer.args.dynamic_sampling:
         drop_uninformative_groups(trainer, output)
     output["advantages"] = per_token_advantages(trainer, output)
+    log_token_advantages(trainer, output)
+
+
+def log_token_advantages(trainer, output: dict) -> None:
+    """Each completion's advantages as the loss reads them (the estimators' (B, T), raised to ``advantage_clamp``
+    when set) into TRL's completion logs, gathered over processes in TRL's order: their mean over the completion's
+    tokens in the loss and its first token's; NaN where no token of it is in the loss (a group dynamic sampling
+    dropped)."""
+    mask = output["completion_mask"] * output["tool_mask"] if "tool_mask" in output else output["completion_mask"]
+    advantages = output["advantages"].detach().float()
+    if trainer.args.advantage_clamp is not None:
+        advantages = advantages.clamp(min=trainer.args.advantage_clamp)
+    mask = mask.to(advantages.dtype)
+    tokens = mask.sum(1)
+    nan = torch.full_like(tokens, math.nan)
+    mean = torch.where(tokens > 0, (advantages * mask).sum(1) / tokens.clamp(min=1), nan)
+    first = torch.where(mask[:, 0] > 0, advantages[:, 0], nan)
+    for name, values in zip(TOKEN_ADVANTAGE_LOGS, (mean, first)):
+        trainer._logs[name].extend(trainer.accelerator.gather(values).tolist())
 
 
 def per_token_advantages(trainer, output: dict) -> torch.Tensor:

@@ -169,10 +169,12 @@ def _finite(value) -> bool:
 
 def tree_cells(results: Path) -> list[dict]:
     """The RL cells the results tree holds: a ``<model>/<dataset>/<variant>/seed<N>`` folder or a training job's
-    log ``logs/train/<model>/<dataset>/<variant>/seed<N>.log``."""
+    log ``logs/train/<model>/<dataset>/<variant>/seed<N>.log``. An SFT model of ``sft.seeds``
+    (``<model>/<dataset>/sft/seed<N>``) is not one."""
     found = set()
     for path in results.glob("*/*/*/seed*"):
-        if path.parts[-4] != "logs" and path.is_dir() and re.fullmatch(r"seed\d+", path.name):
+        if (path.parts[-4] != "logs" and path.parts[-2] != layout.SFT_FOLDER and path.is_dir()
+                and re.fullmatch(r"seed\d+", path.name)):
             found.add((*path.parts[-4:-1], int(path.name[4:])))
     for path in (results / "logs" / "train").glob("*/*/*/seed*.log"):
         if re.fullmatch(r"seed\d+", path.stem):

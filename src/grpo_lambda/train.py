@@ -289,12 +289,17 @@ def build_config(settings: dict, *, output_dir: str, seed: int):
     return GRPOLambdaConfig(output_dir=output_dir, max_steps=rl["max_steps"], seed=seed, **kwargs)
 
 
-def hashed_settings(settings: dict) -> dict:
-    """What the cell's fingerprint hashes as its settings: the stage's, and the source of the user's own code
-    (``module:function``: a reward, an advantage estimator) it trains with, so that editing that code never
-    resumes the old state (`fingerprint.user_code_sources`)."""
-    sources = fingerprint.user_code_sources(settings)
-    return {**settings, **sources} if sources else settings
+def training_recipe(settings: dict, user_code: dict | None) -> dict:
+    """What a cell's provenance.json and job log say it trained with: its advantage estimators in the order they
+    run (OAR's reshaping first when the variant sets oar_method), its rewards by weight, and the digests of the
+    user's own code among them (`fingerprint.user_code_sources`)."""
+    from grpo_lambda.advantages import estimator_chain
+    from grpo_lambda.grading.reward import reward_specs
+
+    variant = settings.get("variant") or {}
+    chain = estimator_chain(variant.get("advantage_estimator", "grpo"), oar_method=variant.get("oar_method"))
+    rewards = {spec["name"]: float(spec.get("weight", 1.0)) for spec in reward_specs(settings.get("rl") or {})}
+    return {"advantage_estimators": chain, "rewards": rewards, **({"user_code": user_code} if user_code else {})}
 
 
 def use_cell_tensorboard_folder(trainer, folder: Path) -> None:
@@ -322,8 +327,9 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
 
     cell = Path(cell_dir)
     resume_dir = cell / "resume"
-    # State made with other settings, base model, data or user reward code is moved aside, never resumed.
-    made_with = fingerprint.compute(hashed_settings(settings), seed=seed, base=base, data_path=data_path)
+    # State made with other settings, base model, data or user code (rewards, estimator) is moved aside, never resumed.
+    made_with = fingerprint.compute(settings, seed=seed, base=base, data_path=data_path,
+                                    user_code=fingerprint.user_code_sources(settings))
     fingerprint.claim(cell, made_with)
     tokenizer = load_tokenizer(base, padding_side="left")
     dataset = rl_dataset(files.read_jsonl(data_path), tokenizer, settings["model"]["prompt"],
@@ -355,7 +361,11 @@ def _run(settings: dict, *, base: str, data_path: str, cell_dir: str, seed: int)
         files.write_json(cell / "prompt_filter.json", prompt_counts)
         if len(dataset):  # what the model reads, template and system prompt filled in, whatever log_completions says
             files.write_text(cell / "prompt.txt", dataset[0]["prompt"])
-        files.write_json(cell / "provenance.json", provenance.record(revisions=made_with.get("revisions")))
+        trained_with = training_recipe(settings, made_with.get("user_code"))
+        files.write_json(cell / "provenance.json", {**provenance.record(revisions=made_with.get("revisions")),
+                                                    **trained_with})
+        log.info("advantages: %s; rewards: %s", " then ".join(trained_with["advantage_estimators"]),
+                 ", ".join(f"{name} (weight {weight:g})" for name, weight in trained_with["rewards"].items()))
         log.info("RL prompts: %(prompts)d, %(dropped)d left out as longer than %(max_prompt_length)s tokens",
                  prompt_counts)
     log_world_size(trainer.accelerator, "train")

@@ -36,6 +36,8 @@ through `grpo_lambda.variants.variant_config_kwargs`.
 
 from __future__ import annotations
 
+from collections import deque
+
 import torch
 from trl import GRPOTrainer
 from trl.trainer.utils import nanmax, nanmin
@@ -69,6 +71,8 @@ class GRPOLambdaTrainer(GRPOTrainer):
         # objective "grpo" runs TRL's own loss and needs none.
         self.objective_params = objective_params(args) if args.objective != "grpo" else None
         self._rewards_per_func = None  # the last batch's rewards, all processes (the estimators', dynamic sampling's)
+        for name in scored_batch.TOKEN_ADVANTAGE_LOGS:  # beside TRL's, sized as TRL's: the latest generation batch
+            self._logs[name] = deque(maxlen=args.generation_batch_size)
 
     # --- the scored batch: dynamic sampling and the per-token advantages (grpo_lambda.scored_batch) ------------
 

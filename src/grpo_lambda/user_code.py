@@ -5,6 +5,7 @@ so that a cell trained with one version of it never resumes with another (the re
 
 from __future__ import annotations
 
+import difflib
 import hashlib
 import importlib
 import inspect
@@ -37,21 +38,37 @@ def load(path: str, *, example: str):
                          "on PYTHONPATH") from None
     found = getattr(module, name, None)
     if found is None:
-        raise ValueError(f"{path!r}: module {module_name!r} ({module.__file__}) has no {name!r}")
+        near = difflib.get_close_matches(name, [own for own, value in vars(module).items()
+                                                if callable(value) and not own.startswith("_")], n=1)
+        hint = f"; did you mean {module_name}:{near[0]}?" if near else ""
+        raise ValueError(f"{path!r}: module {module_name!r} ({module.__file__}) has no {name!r}{hint}")
     return found
 
 
-def source_digest(function) -> str | None:
-    """The sha256 of the file that defines ``function`` (None when it has none: a builtin)."""
+def source_file(function) -> Path | None:
+    """The file that defines ``function`` (None when it has none: a builtin)."""
     try:
         source = inspect.getsourcefile(function)
     except TypeError:
         return None
-    return hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else None
+    return Path(source) if source else None
+
+
+def module_file(path: str) -> Path | None:
+    """The file of the module ``module:function`` names (imported already by `load`)."""
+    source = getattr(sys.modules.get(path.split(":")[0]), "__file__", None)
+    return Path(source) if source else None
+
+
+def _digest(source: Path | None) -> str | None:
+    return hashlib.sha256(source.read_bytes()).hexdigest() if source else None
+
+
+def source_digest(function) -> str | None:
+    """The sha256 of the file that defines ``function`` (None when it has none: a builtin)."""
+    return _digest(source_file(function))
 
 
 def module_digest(path: str) -> str | None:
     """The sha256 of the file of the module ``module:function`` names (imported already by `load`)."""
-    module = sys.modules.get(path.split(":")[0])
-    source = getattr(module, "__file__", None)
-    return hashlib.sha256(Path(source).read_bytes()).hexdigest() if source else None
+    return _digest(module_file(path))

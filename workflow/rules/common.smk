@@ -8,7 +8,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger as snakemake_logger
 
-from grpo_lambda import launch, layout, prefetch
+from grpo_lambda import fingerprint, launch, layout, prefetch
 from grpo_lambda import config as study
 from grpo_lambda.captions import caption_counts
 from grpo_lambda.config.report import report_options
@@ -157,6 +157,13 @@ def band_check(w):
     if w.dataset not in BANDED:
         return []
     return f"{RESULTS}/{layout.sft(w.model, w.dataset, study.sft_seed_of(config, int(w.seed)))}/band.json"
+
+
+def user_code_inputs(w):
+    """The files of the user's own code the cell trains with (`grpo_lambda.fingerprint.user_code_files`): the
+    modules the config imported when it was read."""
+    return fingerprint.user_code_files(study.stage_settings(config, "train", model=w.model, dataset=w.dataset,
+                                                            variant=w.variant))
 
 
 def cell_dir(w):

@@ -2,13 +2,16 @@
 # Its resume/ and checkpoints/ folders are not declared outputs, so Snakemake never deletes them: a
 # restarted job resumes from the newest checkpoint in resume/. The benchmark files are its inputs then, so a
 # changed or added benchmark reruns every train job: each finds its cell trained in resume/ (same settings)
-# and only evaluates, on the training resources its rule asks for.
+# and only evaluates, on the training resources its rule asks for. The files of the user's own code the cell
+# trains with (a reward or advantage estimator written module:function) are its inputs too: an edit reruns
+# exactly the cells that use them, and their fingerprint starts them afresh.
 rule train:
     input:
         sft=sft_model,
         data=f"{RESULTS}/data/{{dataset}}.jsonl",
         band=band_check,
         bench=final_evaluation_inputs,
+        code=user_code_inputs,
     output:
         model=directory(f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/model"),
         train_log=f"{RESULTS}/{{model}}/{{dataset}}/{{variant}}/seed{{seed}}/train_log.csv",

@@ -111,7 +111,7 @@ def read_raw(folder: str | os.PathLike) -> tuple[dict, RunData]:
         provenance["files"] = provenance["files"].astype(int)
     table = pd.read_csv(folder / COMPLETIONS, dtype={"model": str, "dataset": str, "variant": str, "phase": str,
                                                       "prompt": str, "completion": str},
-                        keep_default_na=False, na_values={"reward": [""], "advantage": [""]})
+                        keep_default_na=False, na_values={column: [""] for column in completions.NUMBERS})
     errors = None
     if (folder / ERRORS).is_file():
         errors = pd.read_csv(folder / ERRORS, dtype={"model": str, "dataset": str, "variant": str, "benchmark": str,
