@@ -59,7 +59,7 @@ def test_the_import_graph_is_read_from_the_sources():
     # a module-level import, a function-level one and a `from package import module`
     assert "grpo_lambda.stats" in graph["grpo_lambda.tables.learning_speed"]
     assert "grpo_lambda.provenance" in graph["grpo_lambda.tables.collect"]
-    assert "grpo_lambda.tables.write" in graph["grpo_lambda.cli"]
+    assert "grpo_lambda.tables.write" in graph["grpo_lambda.cli.outputs"]
 
 
 def test_no_module_imports_itself_through_others():
