@@ -26,7 +26,8 @@ from pathlib import Path
 import numpy as np
 import pandas as pd
 
-from grpo_lambda.config.families import DESCRIPTIVE, HOLM, MAX_T, MIN_NORMAL_UNITS, Family, declared_families, units
+from grpo_lambda.config.family_names import DESCRIPTIVE, HOLM, MAX_T
+from grpo_lambda.config.families import MIN_NORMAL_UNITS, Family, declared_families, units
 from grpo_lambda.config.report import report_options
 from grpo_lambda.config.settings import sft_seed_of, sft_seeds
 from grpo_lambda.stats import minimum_detectable_effect

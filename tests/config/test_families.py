@@ -17,7 +17,8 @@ import yaml
 
 from conftest import ROOT, run_main
 from grpo_lambda import config as study
-from grpo_lambda.config.families import KEYS, declared_families
+from grpo_lambda.config.family_names import KEYS
+from grpo_lambda.config.families import declared_families
 from grpo_lambda.config.report import report_options
 from grpo_lambda.design import design_table, parse_effects, pilot_tables
 from grpo_lambda.tables.build import build_tables, rebuild
@@ -147,7 +148,8 @@ def test_a_familys_floor_and_the_units_it_needs_at_the_edges():
     test; Holm's family floor is m times it, max-T's the floor itself; a floor equal to α cannot reject (a
     verdict asks p < α); two units of a seed-level test cannot reject at α 0.05, one is no test; a t test
     needs 2 units, and no count above 17 is asked for (a t test from there)."""
-    from grpo_lambda.config.families import HOLM, MAX_T, Family
+    from grpo_lambda.config.family_names import HOLM, MAX_T
+    from grpo_lambda.config.families import Family
 
     def family(units, size=1, procedure=HOLM, seed_level=True):
         return Family("learning_speed", "m", "d", "reward AUC", "reward_auc", size, units, seed_level, procedure)
@@ -260,7 +262,8 @@ def test_the_mde_at_n_units_scales_the_pilot_and_is_none_where_the_family_cannot
     """A pilot standard error from 4 units at n units is se·√(4/n); a seed-level family's MDE has df n − 1 at
     Holm's α/m, and none where the family's own floor at n units reaches α (Holm over 3 at 6 units: 3 × 2^-5 =
     0.094; max-T: 2^-5 = 0.031; beyond 16 units a t test, no floor); a t-test family's df scale by (n − 1)/3."""
-    from grpo_lambda.config.families import HOLM, MAX_T, Family
+    from grpo_lambda.config.family_names import HOLM, MAX_T
+    from grpo_lambda.config.families import Family
     from grpo_lambda.design import POWER, scaled_mde
 
     seed_level = Family("learning_speed", "m", "d", "reward AUC", "reward_auc", 3, 4, True, HOLM)
@@ -288,7 +291,8 @@ def test_a_pilots_rows_are_the_familys_in_its_model_with_a_standard_error_above_
     its baseline) or undefined is no pilot; a table or column the pilot lacks gives none."""
     import pandas as pd
 
-    from grpo_lambda.config.families import HOLM, Family
+    from grpo_lambda.config.family_names import HOLM
+    from grpo_lambda.config.families import Family
     from grpo_lambda.design import pilot_rows
 
     frame = pd.DataFrame({"model": ["a", "a", "b", "b", "a"], "dataset": ["x", "x", "x", "x", "y"],
@@ -302,7 +306,8 @@ def test_a_pilots_rows_are_the_familys_in_its_model_with_a_standard_error_above_
 
 
 def test_can_reject_says_yes_no_no_test_or_what_holm_would_have_done_for_a_descriptive_family():
-    from grpo_lambda.config.families import DESCRIPTIVE, HOLM, Family
+    from grpo_lambda.config.family_names import DESCRIPTIVE, HOLM
+    from grpo_lambda.config.families import Family
     from grpo_lambda.design import _can_reject
 
     family = Family("learning_speed", "m", "d", "reward AUC", "reward_auc", 3, 8, True, HOLM)

@@ -7,7 +7,7 @@ lengths (a slope, with ``curvature`` its lack of fit), and the band the RL waits
 from __future__ import annotations
 
 from grpo_lambda.config.control import check_suite_map
-from grpo_lambda.config.families import EXPLORATORY_TREND, TREND
+from grpo_lambda.config.family_names import EXPLORATORY_TREND, TREND
 
 HORIZON_MARGINS = ("effect", "slope")  # the horizon table's two statistics (grpo_lambda.tables.horizon)
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import logging
 
 from grpo_lambda.config.control import control
-from grpo_lambda.config.families import KEYS, MAX_T, PROCEDURES, SEED_LEVEL_KEYS
+from grpo_lambda.config.family_names import KEYS, MAX_T, PROCEDURES, SEED_LEVEL_KEYS
 from grpo_lambda.config.history import history
 from grpo_lambda.config.horizon import horizon
 

@@ -19,7 +19,7 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from grpo_lambda.config.families import DESCRIPTIVE
+from grpo_lambda.config.family_names import DESCRIPTIVE
 from grpo_lambda.tables.cells import Cells, interval_columns, scaled
 from grpo_lambda.tables.horizon import _accuracy, _per_seed, signal
 from grpo_lambda.tables.keys import FINAL, SFT

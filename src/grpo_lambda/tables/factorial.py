@@ -36,8 +36,8 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.config.families import (FACTORIAL_REWARD_AUC as REWARD_AUC, INTERACTION, MAIN, SIMPLE,
-                                         factorial_family as family_of)
+from grpo_lambda.config.family_names import (FACTORIAL_REWARD_AUC as REWARD_AUC, INTERACTION, MAIN, SIMPLE,
+                                             factorial_family as family_of)
 from grpo_lambda.seed_level import seed_interval
 from grpo_lambda.tables.cells import Cells, interval_columns, scaled, seed_clusters, targets, unit_values
 from grpo_lambda.tables.keys import AVERAGE, FINAL

@@ -50,7 +50,7 @@ import pandas as pd
 
 from grpo_lambda import files
 from grpo_lambda.config import model_datasets, model_variants, sft_seeds
-from grpo_lambda.config.families import horizon_family
+from grpo_lambda.config.family_names import horizon_family
 from grpo_lambda.data import arith
 from grpo_lambda.tables.collect import eval_file
 from grpo_lambda.tables.cells import Cells, interval_columns, scaled

@@ -36,7 +36,7 @@ import numpy as np
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.config.families import CHECK, EXPLORATORY, REWARD_AUC, STEPS, speed_family
+from grpo_lambda.config.family_names import CHECK, EXPLORATORY, REWARD_AUC, STEPS, speed_family
 from grpo_lambda.config.methods import method_variants
 from grpo_lambda.stats import Interval, t_interval
 from grpo_lambda.seed_level import seed_interval

@@ -17,7 +17,7 @@ from __future__ import annotations
 import pandas as pd
 
 from grpo_lambda.config import model_datasets, model_variants
-from grpo_lambda.config.families import paired_family as family_of
+from grpo_lambda.config.family_names import paired_family as family_of
 from grpo_lambda.config.methods import method_variants
 from grpo_lambda.stats import Term
 from grpo_lambda.tables.cells import Cells, estimate, interval_columns, scaled, targets

@@ -49,7 +49,7 @@ from collections.abc import Sequence
 import numpy as np
 import pandas as pd
 
-from grpo_lambda.config.families import CHECK, DESCRIPTIVE, EXPLORATORY, HOLM, MAX_T, PRIMARY, procedure
+from grpo_lambda.config.family_names import CHECK, DESCRIPTIVE, EXPLORATORY, HOLM, MAX_T, PRIMARY, procedure
 from grpo_lambda.stats import Interval, minimum_detectable_effect
 from grpo_lambda.multiplicity import holm, max_t
 
