@@ -122,6 +122,17 @@ def test_the_headline_of_a_factorial_study_gives_its_simple_effects(tmp_path):
     assert "Primary comparisons (the 2 × 2's simple effects" in shown
 
 
+def test_table1s_heading_says_what_its_rows_are_over(default_run):
+    """One training set: its name, not "mean over training sets"; several: how many, and which."""
+    config, tables, fragment = default_run
+    assert set(tables["table1"]["datasets"]) == {"arith"}
+    headings = re.findall(r"<h2>(Table 1[^<]*)</h2>", fragment)
+    assert headings == ["Table 1: accuracy, trained on arith"]
+    pooled = {**tables, "table1": tables["table1"].assign(datasets="arith gsm8k")}
+    assert "<h2>Table 1: accuracy, mean over the 2 training sets (arith, gsm8k)</h2>" in \
+        headline.headline_html(config, pooled, PNG)
+
+
 def test_caption_counts_say_what_the_config_fixes():
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     counts = caption_counts(config)
@@ -153,6 +164,52 @@ def test_a_report_after_a_partial_run_says_what_is_missing(tmp_path):
     assert "This study is not finished: the report shows what exists. Not made yet: the tables (rule aggregate" \
         in description
     assert "the figures (rule figures" in description and "the headline (rule headline" in description
+
+
+def report_results(page: str) -> dict:
+    """The files a Snakemake report shows, by path: name, labels, caption and its job's properties."""
+    return json.loads(re.search(r'<script id="results">\s*var results = (.*);$', page, re.M).group(1))
+
+
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory):
+    """The report of the default run's published raw files with every table and figure (no training)."""
+    root = tmp_path_factory.mktemp("report")
+    config = report_screen.published_tree(DEFAULT_RUN, root / "results", every_figure=True)
+    made = report_screen.write_report(ROOT / "Snakefile", root, DEFAULT_RUN / "config.yaml")
+    assert made.returncode == 0, made.stderr[-3000:]
+    return config, root, report_results((root / "results" / "report.html").read_text(encoding="utf-8"))
+
+
+def test_the_report_leaves_out_what_shows_nothing(full_report):
+    """A header-only table and a figure that is only its note stay on disk and out of the report."""
+    config, root, shown = full_report
+    names = {entry["name"] for entry in shown.values()}
+    assert config["rl"]["beta"] == 0 and not config["report"].get("figure3_paper_cells")
+    empty = ["factorial.csv", "missing.csv", "table1_published.csv", "appendix_e_published.csv"]
+    for name in empty:
+        assert pd.read_csv(root / "results" / "tables" / name).empty, name
+    for name in ["kl", "appendix_d"]:  # β = 0: no KL logged; Appendix D: report.figure3_paper_cells is off
+        drawn = json.loads((root / "results" / "figures" / f"{name}.json").read_text(encoding="utf-8"))
+        assert not any(panel["series"] for panel in drawn["panels"]), name
+        assert (root / "results" / "figures" / f"{name}.png").is_file()
+    assert not names & {*empty, "kl.png", "appendix_d.png"}, sorted(names)
+    # what has rows or draws something is all there
+    assert {"table1.csv", "paired.csv", "results.csv", "figure1.png", "figure4.png", "reward_curves.png",
+            "headline.html"} <= names
+
+
+def test_the_reports_file_panels_list_no_settings(full_report):
+    """Each file's panel lists its job's parameters: a digest of the study, not the whole config as escaped
+    JSON (the figures' also list the counts their captions are rendered with)."""
+    _, _, shown = full_report
+    for path, entry in shown.items():
+        params = entry["job_properties"]["params"]
+        assert len(params) < 800 and "models" not in params and "variants" not in params, (path, params[:300])
+    rules = {entry["job_properties"]["rule"] for entry in shown.values()}
+    assert rules == {"aggregate", "figures", "headline"}
+    digests = {re.search(r"study=(\w+)", entry["job_properties"]["params"]).group(1) for entry in shown.values()}
+    assert len(digests) == 1 and len(digests.pop()) == 16
 
 
 @needs_chromium

@@ -34,7 +34,7 @@ TABLES = ("table1", "results", "results_by_variant", "paired", "factorial", "pro
 FIGURE = "figure1"
 # Read as text whatever the values look like: names such as "7b" are names, not numbers.
 TEXT_COLUMNS = ("model", "dataset", "variant", "benchmark", "method", "variants", "label", "family", "verdict",
-                "effect", "commit")
+                "effect", "commit", "datasets")
 METRIC_NAMES = {"greedy": "greedy accuracy", "avg": "avg@k accuracy", "pass_at_k": "pass@k", "maj_at_k": "maj@k"}
 
 STYLE = """
@@ -142,6 +142,17 @@ def _table1(config: dict, t1: pd.DataFrame) -> str:
     return f"<table class=\"table1\"><thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def table1_heading(t1: pd.DataFrame) -> str:
+    """Table 1's heading: what its rows are means over (its ``datasets`` column), or the one training set."""
+    used = {tuple(_text(names).split()) for names in t1["datasets"]} - {()}
+    if len(used) == 1:
+        [datasets] = used
+        if len(datasets) == 1:
+            return f"Table 1: accuracy, trained on {datasets[0]}"
+        return f"Table 1: accuracy, mean over the {len(datasets)} training sets ({', '.join(datasets)})"
+    return "Table 1: accuracy, mean over each model's training sets"
+
+
 def _verdict(word) -> str:
     word = _text(word) or "–"
     kind = {AHEAD: "ahead", BEHIND: "behind", EQUIVALENT: "equivalent"}.get(word, "unresolved")
@@ -225,7 +236,7 @@ def headline_html(config: dict, tables: dict[str, pd.DataFrame], figure_png: byt
                   f"<figcaption>{html.escape(figure1_caption(config, counts))}</figcaption></figure>")
     return (f"<style>{STYLE}</style>\n<section id=\"grpo-headline\">"
             f"<h1>Results</h1><p class=\"summary\">{html.escape(summary)}</p>"
-            f"<h2>Table 1: accuracy, mean over training sets</h2>{_table1(config, tables['table1'])}"
+            f"<h2>{html.escape(table1_heading(tables['table1']))}</h2>{_table1(config, tables['table1'])}"
             f"<h2>Primary comparisons ({html.escape(primary)}; Holm within the family)</h2>"
             f"{_primary(config, tables)}{figure}{_provenance(tables['provenance'])}</section>\n")
 

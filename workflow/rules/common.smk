@@ -1,4 +1,5 @@
 # Helpers shared by the rules: config validation, the grid of cells, paths and per-cell settings.
+import hashlib
 import json
 import os
 import shlex
@@ -8,7 +9,7 @@ from pathlib import Path
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger as snakemake_logger
 
-from grpo_lambda import launch, layout, prefetch
+from grpo_lambda import launch, layout, prefetch, report_files
 from grpo_lambda import config as study
 from grpo_lambda.captions import caption_counts
 from grpo_lambda.config.report import report_options
@@ -49,6 +50,10 @@ if unset_profile_variables():
 
 
 RESULTS = config["results"]
+# The whole study, what the tables, figures and headline are made from (report.smk), and its digest, their
+# param: a changed study reruns them, and the report lists a short digest where it lists their job's params.
+STUDY_SETTINGS = json.dumps(config, sort_keys=True)
+STUDY_DIGEST = hashlib.sha256(STUDY_SETTINGS.encode("utf-8")).hexdigest()[:16]
 REPOSITORY = Path(workflow.main_snakefile).parent
 MODELS = list(config["models"])
 DATASETS = list(config["datasets"])
@@ -327,11 +332,12 @@ def reported(folder, names, ext, caption, category):
     """The files ``names`` under ``folder``, each marked for the report (``caption``: a caption file, or a
     function of the name that gives one) when it exists as the workflow is read. A report is always a later
     call than the run that made its files, so `snakemake --report` after a partial run shows what exists
-    instead of stopping at the first missing file, and its front page says what is not made yet."""
+    instead of stopping at the first missing file, and its front page says what is not made yet. A table
+    without rows and a figure that draws nothing (grpo_lambda.report_files) are left out of the report."""
     files = []
     for name in names:
         path = f"{RESULTS}/{folder}/{name}.{ext}"
-        if os.path.exists(path):
+        if os.path.exists(path) and report_files.shows_something(path):
             path = snakemake_report(path, caption=caption(name) if callable(caption) else caption,
                                     category=category, labels={"name": name})
         files.append(path)
