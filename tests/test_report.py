@@ -9,6 +9,8 @@ import html
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -210,6 +212,68 @@ def test_the_reports_file_panels_list_no_settings(full_report):
     assert rules == {"aggregate", "figures", "headline"}
     digests = {re.search(r"study=(\w+)", entry["job_properties"]["params"]).group(1) for entry in shown.values()}
     assert len(digests) == 1 and len(digests.pop()) == 16
+
+
+def run_headline(root: Path) -> subprocess.CompletedProcess:
+    """`snakemake` making the headline again from the tables in ``root``/results (no other rule may run)."""
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(root),
+               "--configfile", str(DEFAULT_RUN / "config.yaml"), "--cores", "1", "--allowed-rules", "headline",
+               "--forcerun", "headline", "--", "headline"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_a_run_that_made_the_tables_ends_with_their_headline(full_report, tmp_path):
+    """The end of the run: Table 1's averages with their intervals, the primary verdict with its numbers, and
+    where the tables and the report are; the job's block names a few of its 20 input files, not all; a failed
+    job's block still names its log."""
+    config, made, _ = full_report
+    shutil.copytree(made / "results", tmp_path / "results")
+    done = run_headline(tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Snakemake's log is on stderr; the headline, after the last job, alone on stdout
+    assert done.stdout.startswith("\nResults: tiny trained on arith: 2 RL variants, 4 RL seeds each")
+    end = done.stdout.splitlines()[2:]
+    t1 = pd.read_csv(tmp_path / "results" / "tables" / "table1.csv")
+    assert end[0] == "Table 1: accuracy, trained on arith (the average over benchmarks [interval]):"
+    for line, row in zip(end[1:], t1.to_dict("records")):
+        assert line.split() == [*row["label"].split(), _level(row["average"]),
+                                f"[{_level(row['average_low'])},", f"{_level(row['average_high'])}]"]
+    gap = pd.read_csv(tmp_path / "results" / "tables" / "paired.csv").query("family == 'primary'").iloc[0]
+    assert end[5] == (f"  recent/trace/0.99 − GRPO: {_signed(gap['diff'])} [{_signed(gap['diff_low'])}, "
+                      f"{_signed(gap['diff_high'])}], Holm p {_p(gap['p_holm'])} (of 1), TOST (±0.05) Holm p "
+                      f"{_p(gap['p_equivalence_holm'])}: {gap['verdict']}")
+    assert end[6] == (f"Tables: results/tables/table1.md (every table: results/tables/). Report: snakemake --report "
+                      f"results/report.html --configfile {DEFAULT_RUN / 'config.yaml'}")
+    assert len(end) == 7
+    [inputs] = [line for line in done.stderr.splitlines() if line.startswith("    input: ")]
+    assert inputs.endswith(", … 17 more") and len(inputs) < 300
+    # a failed job: Snakemake's error block, whole, with the job's log; no headline
+    (tmp_path / "results" / "tables" / "paired.csv").write_text("not,the,table\n")
+    done = run_headline(tmp_path)
+    assert done.returncode != 0 and "Results: " not in done.stdout
+    assert "Error in rule headline:" in done.stderr and "log: results/logs/headline.log" in done.stderr
+
+
+def test_the_default_runs_script_ends_with_the_headline_and_where_things_are(tmp_path):
+    """scripts/run_default.sh, with the setup and Snakemake stood in for (the stand-in writes the headline's text
+    as the headline rule does): its last lines are the headline, then where the tables and the report are."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "run_default.sh", tmp_path / "scripts")
+    (tmp_path / "scripts" / "setup.sh").write_text("PATH=\"$PWD/bin:$PATH\"\n")
+    (tmp_path / "bin").mkdir()
+    headline_text = "Results: a study.\nTable 1: accuracy, trained on arith:\n  GRPO  0.712 [0.660, 0.759]\n"
+    stand_in = tmp_path / "bin" / "snakemake"
+    stand_in.write_text("#!/usr/bin/env bash\necho \"snakemake $*\"\nmkdir -p results/report\n"
+                        f"printf '{headline_text}' > results/report/headline.txt\n")
+    stand_in.chmod(0o755)
+    done = subprocess.run(["bash", str(tmp_path / "scripts" / "run_default.sh")], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["snakemake --cores 2", "snakemake --report results/report.html"]
+    assert lines[-5:-2] == headline_text.splitlines()[:3]
+    assert lines[-2] == "Tables: results/tables/table1.md (every table: results/tables/). Report: results/report.html."
+    assert lines[-1].startswith("The pipeline took ")
 
 
 @needs_chromium

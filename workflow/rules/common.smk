@@ -4,12 +4,14 @@ import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger as snakemake_logger
+from snakemake_interface_logger_plugins.common import LogEvent
 
-from grpo_lambda import launch, layout, prefetch, report_files
+from grpo_lambda import job_log, launch, layout, prefetch, report_files
 from grpo_lambda import config as study
 from grpo_lambda.captions import caption_counts
 from grpo_lambda.config.report import report_options
@@ -326,6 +328,26 @@ DATA_TABLES = [name for name in TABLES if name in names.CSV_ONLY]
 SHOWN_TABLES = [name for name in TABLES if name not in names.CSV_ONLY]
 FIGURES = names.figure_names(config)
 HEADLINE = f"{RESULTS}/report/headline.html"
+HEADLINE_TEXT = f"{RESULTS}/report/headline.txt"
+RUN_STARTED = time.time()
+
+
+def report_command() -> str:
+    """The command that writes this study's report: its results folder, and the config files it was given."""
+    words = ["snakemake", "--report", f"{RESULTS}/report.html"]
+    if workflow.overwrite_configfiles:
+        words += ["--configfile", *map(str, workflow.overwrite_configfiles)]
+    return shlex.join(words) + (" (with the same --config)" if workflow.config_settings.config else "")
+
+
+def print_headline():
+    """At the end of a run that wrote the headline: its text (Table 1's averages, the primary verdicts) and where
+    the tables and the report are. A run that did not remake the tables says nothing more than Snakemake."""
+    if not os.path.exists(HEADLINE_TEXT) or os.path.getmtime(HEADLINE_TEXT) < RUN_STARTED:
+        return
+    with open(HEADLINE_TEXT, encoding="utf-8") as handle:
+        print(f"\n{handle.read().rstrip()}\nTables: {RESULTS}/tables/table1.md (every table: {RESULTS}/tables/). "
+              f"Report: {report_command()}", flush=True)
 
 
 def reported(folder, names, ext, caption, category):
@@ -372,3 +394,14 @@ def _not_made_yet(record):
 
 _not_made_yet.said = False
 snakemake_logger.addFilter(_not_made_yet)
+
+
+def _short_job_blocks(record):
+    """During a run, each job's block lists a few of its files and counts the rest (grpo_lambda.job_log); a dry
+    run lists them all, for `grpo-lambda plan` and for reading the plan."""
+    if getattr(record, "event", None) == LogEvent.JOB_INFO and not workflow.dryrun:
+        job_log.shorten_job_info(record)
+    return True
+
+
+snakemake_logger.addFilter(_short_job_blocks)
