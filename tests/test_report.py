@@ -151,21 +151,106 @@ def test_caption_counts_say_what_the_config_fixes():
 
 
 def test_a_report_after_a_partial_run_says_what_is_missing(tmp_path):
-    """After one cell, `snakemake --report` writes a report of what exists; its front page and one line of its
-    output name what is not made yet and the rule that makes it; Snakemake's warning per missing file is gone."""
+    """Nothing made yet: `snakemake --report` writes a report of what exists; its front page and one line of its
+    output name what is not made yet, the rule that makes it and the commands that finish the study and remake
+    the report; Snakemake's warning per missing file is gone."""
     (tmp_path / "results").mkdir()
-    done = report_screen.write_report(ROOT / "Snakefile", tmp_path, ROOT / "config" / "config.yaml")
+    configfile = ROOT / "config" / "config.yaml"
+    done = report_screen.write_report(ROOT / "Snakefile", tmp_path, configfile)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Missing metadata" not in done.stderr
     said = [line for line in done.stderr.splitlines() if "Not made yet" in line]
     assert said == ["The study is not finished; the report shows what exists. Not made yet: tables (rule aggregate, "
                     "once every cell is evaluated; `grpo-lambda status` lists the cells); figures (rule figures); "
-                    "headline (rule headline)."]
+                    f"headline (rule headline). Finish it with `snakemake --cores N --configfile {configfile}`, then "
+                    f"`snakemake --report results/report.html --configfile {configfile}`."]
     page = (tmp_path / "results" / "report.html").read_text(encoding="utf-8")
     description = text_of(json.loads(re.search(r"var workflow_desc = (.*);$", page, re.M).group(1)))
     assert "This study is not finished: the report shows what exists. Not made yet: the tables (rule aggregate" \
         in description
     assert "the figures (rule figures" in description and "the headline (rule headline" in description
+    assert "Left, under Results" not in description and report_results(page) == {}  # no menu, and none named
+
+
+def description_of(page: str) -> str:
+    """The report's front page as text, without the spaces its code spans leave before punctuation."""
+    text = text_of(json.loads(re.search(r"var workflow_desc = (.*);$", page, re.M).group(1)))
+    return re.sub(r"\s+([:.,;)])", r"\1", text)
+
+
+def one_cell_evaluated(results: Path, config: dict) -> dict[str, dict[str, float]]:
+    """The evaluation summaries (as `grpo-lambda evaluate` writes them) of the first RL cell's final model and of
+    its SFT model, with known accuracies; returns them by model folder and benchmark."""
+    model, dataset, variant = next(iter(config["models"])), next(iter(config["datasets"])), "grpo"
+    folders = {f"{model}/{dataset}/{variant}/seed0": (variant, 0, 0.6), f"{model}/{dataset}/sft": ("sft", None, 0.2)}
+    accuracies = {}
+    for folder, (name, seed, base) in folders.items():
+        out = results / folder / "eval" / "final"
+        out.mkdir(parents=True)
+        for i, benchmark in enumerate(config["benchmarks"]):
+            accuracy = base + 0.011 * i
+            accuracies.setdefault(folder, {})[benchmark] = accuracy
+            (out / f"{benchmark}.jsonl").write_text("")
+            (out / f"{benchmark}.json").write_text(json.dumps(
+                {"model": model, "dataset": dataset, "variant": name, "seed": seed, "step": "final",
+                 "benchmark": benchmark, "n": 100, "accuracy": accuracy}))
+    return accuracies
+
+
+@pytest.fixture(scope="module")
+def nested_partial_report(tmp_path_factory):
+    """A nested study (its results under results/ct-nested, set by its config file) after one cell: its report."""
+    root = tmp_path_factory.mktemp("nested")
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["results"] = "results/ct-nested"
+    configfile = root / "ct-nested.yaml"
+    configfile.write_text(yaml.safe_dump(config, allow_unicode=True))
+    accuracies = one_cell_evaluated(root / "results" / "ct-nested", config)
+    done = report_screen.write_report(ROOT / "Snakefile", root, configfile, report="results/ct-nested/report.html")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root, configfile, accuracies, done.stderr
+
+
+def test_a_partial_report_shows_each_evaluated_models_accuracy(nested_partial_report):
+    """The front page lists each model evaluated so far with its accuracy per benchmark; each summary is a file of
+    the report (category Cells, under Results) labelled with its accuracy; the text names only the menus there."""
+    root, _, accuracies, _ = nested_partial_report
+    page = (root / "results" / "ct-nested" / "report.html").read_text(encoding="utf-8")
+    description = description_of(page)
+    for folder, by_benchmark in accuracies.items():
+        line = ", ".join(f"{benchmark} {accuracy:.3f}" for benchmark, accuracy in sorted(by_benchmark.items()))
+        assert f"{folder}: {line}" in description, (folder, description[:1500])
+    shown = report_results(page)
+    labels = {(entry["labels"]["cell"], entry["labels"]["benchmark"]): entry["labels"]["accuracy"]
+              for entry in shown.values()}
+    assert labels == {(folder, benchmark): f"{accuracy:.3f}" for folder, by_benchmark in accuracies.items()
+                      for benchmark, accuracy in by_benchmark.items()}
+    categories = json.loads(re.search(r'<script id="categories">\s*var categories = (.*);$', page, re.M).group(1))
+    assert set(categories) == {"Cells"}
+    assert "Left, under Results: each model evaluated so far (Cells), each with its caption." in description
+    assert not re.search(r"\((Tables|Published|Figures|Summary)\)", description)
+
+
+def test_a_nested_studys_partial_report_names_its_own_commands(nested_partial_report):
+    root, configfile, _, stderr = nested_partial_report
+    description = description_of((root / "results" / "ct-nested" / "report.html").read_text(encoding="utf-8"))
+    report = f"snakemake --report results/ct-nested/report.html --configfile {configfile}"
+    assert f"then make this report again with {report}." in description
+    assert f"Finish the study with snakemake --cores N --configfile {configfile} (it runs" in description
+    assert "snakemake --report results/report.html" not in description
+    assert f"Finish it with `snakemake --cores N --configfile {configfile}`, then `{report}`." in stderr
+
+
+@needs_chromium
+def test_a_partial_reports_message_is_on_the_first_screen(nested_partial_report, tmp_path):
+    """In Chromium at 1400 × 900 and in a tall window: the message and the evaluated models' accuracies, at the
+    top, not centred beside the job graph."""
+    root, _, accuracies, _ = nested_partial_report
+    for height in (900, 2000):
+        seen = report_screen.first_screen(root / "results" / "ct-nested" / "report.html", height=height)
+        texts = [text.strip() for text in seen["texts"]]
+        assert "This study is not finished: the report shows what exists." in texts, texts[:40]
+        assert all(any(text.startswith(f"{folder}") for text in texts) or f"{folder}" in texts for folder in accuracies)
 
 
 def report_results(page: str) -> dict:

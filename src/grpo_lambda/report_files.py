@@ -3,7 +3,9 @@ table only when it has a row, a figure only when it draws something. A header-on
 study without a 2 × 2, ``missing`` when nothing is missing, the published comparisons of a model the paper did
 not run) and a figure that is only its note (``kl`` when β = 0 and no KL is logged, ``appendix_d`` when
 ``report.figure3_paper_cells`` is off) stay on disk, where the figures' and tables' writers put them, and out
-of the report. Standard library only: the workflow imports it to plan.
+of the report. Until the headline exists (a partial run), the report shows each evaluated model's summary per
+benchmark instead (category Cells), labelled with its accuracy (:func:`evaluation_labels`). Standard library only:
+the workflow imports it to plan.
 """
 
 from __future__ import annotations
@@ -39,3 +41,14 @@ def shows_something(path: str | os.PathLike) -> bool:
     if suffix == ".png":
         return figure_draws(path)
     return True
+
+
+def evaluation_labels(path: str | os.PathLike) -> dict[str, str | int]:
+    """An evaluation summary's (``grpo-lambda evaluate``) labels in the report's list of cells: the model it
+    evaluated (``cell``: the cell's folder, or the SFT model's), its checkpoint ``step``, the ``benchmark``, its greedy
+    ``accuracy`` (avg@k when only sampled) and its number of ``problems``."""
+    summary = json.loads(Path(path).read_text(encoding="utf-8"))
+    accuracy = summary["accuracy"] if "accuracy" in summary else summary["sampled"]["mean_accuracy"]
+    seed = "" if summary["seed"] is None or summary["variant"] == "sft" else f"/seed{summary['seed']}"
+    return {"cell": f"{summary['model']}/{summary['dataset']}/{summary['variant']}{seed}", "step": str(summary["step"]),
+            "benchmark": summary["benchmark"], "accuracy": f"{accuracy:.3f}", "problems": int(summary["n"])}

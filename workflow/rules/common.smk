@@ -316,7 +316,21 @@ def final_targets():
     sft_models = sorted({f"{RESULTS}/{study.sft_folder(config, model, dataset, seed)}/model" for model in MODELS
                          for dataset in study.model_datasets(config, model) for seed in config["seeds"]})
     return (rules.aggregate.output + rules.figures.output + rules.headline.output + sft_models + train_logs()
-            + rl_eval_files() + sft_eval_files())
+            + evaluated_so_far(rl_eval_files() + sft_eval_files()))
+
+
+def evaluated_so_far(summaries):
+    """The evaluation summaries, those that exist marked for the report while the study has no headline: the
+    report of a partial run lists each model evaluated so far with its accuracy (category Cells, labels from
+    grpo_lambda.report_files). Marked as inputs of `all`, where the workflow is read: Snakemake stops at a
+    marked file that does not exist, and a rule's output pattern stands for every cell, made or not."""
+    if os.path.exists(HEADLINE):
+        return summaries
+    # the caption relative to the Snakefile, where rule all is
+    return [snakemake_report(path, caption="workflow/report/cells.rst", category="Cells",
+                             subcategory=" / ".join(Path(path).relative_to(RESULTS).parts[:2]),
+                             labels=lambda wildcards, path=path: report_files.evaluation_labels(path))
+            if os.path.exists(path) else path for path in summaries]
 
 
 # The files the report shows. Snakemake's parser reads a line that starts with `report(` as the
@@ -332,12 +346,17 @@ HEADLINE_TEXT = f"{RESULTS}/report/headline.txt"
 RUN_STARTED = time.time()
 
 
+def study_options() -> str:
+    """The options that name this study on a command line: the config files it was given (none for the embedded
+    default), and a reminder of --config when it had overrides."""
+    configfiles = [str(path) for path in workflow.overwrite_configfiles or []]
+    return ((" " + shlex.join(["--configfile", *configfiles]) if configfiles else "")
+            + (" (with the same --config)" if workflow.config_settings.config else ""))
+
+
 def report_command() -> str:
-    """The command that writes this study's report: its results folder, and the config files it was given."""
-    words = ["snakemake", "--report", f"{RESULTS}/report.html"]
-    if workflow.overwrite_configfiles:
-        words += ["--configfile", *map(str, workflow.overwrite_configfiles)]
-    return shlex.join(words) + (" (with the same --config)" if workflow.config_settings.config else "")
+    """The command that writes this study's report, into its results folder."""
+    return f"snakemake --report {shlex.quote(f'{RESULTS}/report.html')}{study_options()}"
 
 
 def print_headline():
@@ -387,7 +406,8 @@ def _not_made_yet(record):
                                            ("figures (rule figures)", f"{RESULTS}/figures/figure1.png"),
                                            ("headline (rule headline)", HEADLINE)) if not os.path.exists(path)]
         print(f"The study is not finished; the report shows what exists. Not made yet: "
-              f"{'; '.join(missing) or 'the outputs of jobs not run yet (`snakemake -n` lists them)'}.", file=sys.stderr)
+              f"{'; '.join(missing) or 'the outputs of jobs not run yet (`snakemake -n` lists them)'}. "
+              f"Finish it with `snakemake --cores N{study_options()}`, then `{report_command()}`.", file=sys.stderr)
         _not_made_yet.said = True
     return False
 
