@@ -135,6 +135,15 @@ def test_table1s_heading_says_what_its_rows_are_over(default_run):
         headline.headline_html(config, pooled, PNG)
 
 
+def test_the_docs_show_what_the_default_run_prints_at_its_end(default_run):
+    """docs/running.md's example of a run's last lines is the default run's headline as text, as a run prints it."""
+    config, tables, _ = default_run
+    docs = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
+    example = re.search(r"## What a run prints.*?```text\n(.*?)```", docs, re.S).group(1)
+    assert example == (headline.headline_text(config, tables) + "Tables: results/tables/table1.md (every table: "
+                       "results/tables/). Report: snakemake --report results/report.html\n")
+
+
 def test_caption_counts_say_what_the_config_fixes():
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     counts = caption_counts(config)
