@@ -350,8 +350,8 @@ def study_options() -> str:
     """The options that name this study on a command line: the config files it was given (none for the embedded
     default), and a reminder of --config when it had overrides."""
     configfiles = [str(path) for path in workflow.overwrite_configfiles or []]
-    return ((" " + shlex.join(["--configfile", *configfiles]) if configfiles else "")
-            + (" (with the same --config)" if workflow.config_settings.config else ""))
+    named = f" {shlex.join(['--configfile', *configfiles])}" if configfiles else ""
+    return f"{named} (with the same --config)" if workflow.config_settings.config else named
 
 
 def report_command() -> str:
