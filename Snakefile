@@ -26,6 +26,11 @@ include: "workflow/rules/publish.smk"
 include: "workflow/rules/report.smk"
 
 
+# A run that made the tables ends with their headline (Table 1, the primary verdicts) and where they are.
+onsuccess:
+    print_headline()
+
+
 rule all:
     input:
         final_targets(),

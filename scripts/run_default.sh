@@ -8,5 +8,9 @@ start=$(date +%s)
 snakemake --cores "${CORES:-2}" "$@"
 snakemake --report results/report.html
 end=$(date +%s)
-echo "results/report.html written; the pipeline took $(( end - start )) s," \
-     "$(( (end - begin) / 60 )) min $(( (end - begin) % 60 )) s with the environment setup"
+# The end of the output: the headline (Table 1's averages, the primary verdict) and where everything is.
+echo
+cat results/report/headline.txt
+echo "Tables: results/tables/table1.md (every table: results/tables/). Report: results/report.html."
+echo "The pipeline took $(( end - start )) s," \
+     "$(( (end - begin) / 60 )) min $(( (end - begin) % 60 )) s with the environment setup."

@@ -157,9 +157,34 @@ def test_figures_of_an_empty_results_folder_say_so(tmp_path):
         assert shown, name
         for panel in shown:
             assert not panel["series"], name
-            assert len(panel["notes"]) == 1 and "yet" in panel["notes"][0], (name, panel)
+            # the config trains at β = 0: no KL will ever be logged, and its panels say so
+            expected = "β = 0: no KL" if name == "kl" or "KL" in panel["title"] else "yet"
+            assert len(panel["notes"]) == 1 and expected in panel["notes"][0], (name, panel)
     notes = {json.loads((out / f"{name}.json").read_text())["panels"][0]["notes"][0] for name in ("figure1", "figure3")}
     assert notes == {"no results for qwen15 yet", "qwen15: no training logs yet"}
+
+
+def test_a_kl_panel_says_why_it_is_empty():
+    """At β = 0 TRL logs no KL, ever: the panel says so, not "not logged yet"; a variant with a β of its own
+    (or rl.beta) is waited for."""
+    config = small_config()
+    config["models"] = {"qwen15": config["models"]["qwen15"]}
+    config["datasets"] = {"math12k": config["datasets"]["math12k"]}
+    options = report_options(config)
+    no_curves = pd.DataFrame(columns=["model", "dataset", "variant", "metric", "step", "mean", "low", "high"])
+
+    def notes(config):
+        fig = figures.kl_figure(config, no_curves, options)
+        drawn = figures.figure_data(fig)["panels"]
+        plt.close(fig)
+        return [note for panel in drawn for note in panel["notes"]]
+
+    assert notes(config) == ["β = 0: no KL to the reference model\nis computed or logged (rl.beta)"]
+    config["variants"]["rt99"]["beta"] = 0.04
+    assert notes(config) == ["no kl logged yet"]
+    del config["variants"]["rt99"]["beta"]
+    config["rl"]["beta"] = 0.04
+    assert notes(config) == ["no kl logged yet"]
 
 
 def test_each_variant_keeps_one_distinct_colour():

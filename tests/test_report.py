@@ -9,6 +9,8 @@ import html
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pandas as pd
@@ -122,6 +124,26 @@ def test_the_headline_of_a_factorial_study_gives_its_simple_effects(tmp_path):
     assert "Primary comparisons (the 2 × 2's simple effects" in shown
 
 
+def test_table1s_heading_says_what_its_rows_are_over(default_run):
+    """One training set: its name, not "mean over training sets"; several: how many, and which."""
+    config, tables, fragment = default_run
+    assert set(tables["table1"]["datasets"]) == {"arith"}
+    headings = re.findall(r"<h2>(Table 1[^<]*)</h2>", fragment)
+    assert headings == ["Table 1: accuracy, trained on arith"]
+    pooled = {**tables, "table1": tables["table1"].assign(datasets="arith gsm8k")}
+    assert "<h2>Table 1: accuracy, mean over the 2 training sets (arith, gsm8k)</h2>" in \
+        headline.headline_html(config, pooled, PNG)
+
+
+def test_the_docs_show_what_the_default_run_prints_at_its_end(default_run):
+    """docs/running.md's example of a run's last lines is the default run's headline as text, as a run prints it."""
+    config, tables, _ = default_run
+    docs = (ROOT / "docs" / "running.md").read_text(encoding="utf-8")
+    example = re.search(r"## What a run prints.*?```text\n(.*?)```", docs, re.S).group(1)
+    assert example == (headline.headline_text(config, tables) + "Tables: results/tables/table1.md (every table: "
+                       "results/tables/). Report: snakemake --report results/report.html\n")
+
+
 def test_caption_counts_say_what_the_config_fixes():
     config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
     counts = caption_counts(config)
@@ -138,21 +160,214 @@ def test_caption_counts_say_what_the_config_fixes():
 
 
 def test_a_report_after_a_partial_run_says_what_is_missing(tmp_path):
-    """After one cell, `snakemake --report` writes a report of what exists; its front page and one line of its
-    output name what is not made yet and the rule that makes it; Snakemake's warning per missing file is gone."""
+    """Nothing made yet: `snakemake --report` writes a report of what exists; its front page and one line of its
+    output name what is not made yet, the rule that makes it and the commands that finish the study and remake
+    the report; Snakemake's warning per missing file is gone."""
     (tmp_path / "results").mkdir()
-    done = report_screen.write_report(ROOT / "Snakefile", tmp_path, ROOT / "config" / "config.yaml")
+    configfile = ROOT / "config" / "config.yaml"
+    done = report_screen.write_report(ROOT / "Snakefile", tmp_path, configfile)
     assert done.returncode == 0, done.stderr[-3000:]
     assert "Missing metadata" not in done.stderr
     said = [line for line in done.stderr.splitlines() if "Not made yet" in line]
     assert said == ["The study is not finished; the report shows what exists. Not made yet: tables (rule aggregate, "
                     "once every cell is evaluated; `grpo-lambda status` lists the cells); figures (rule figures); "
-                    "headline (rule headline)."]
+                    f"headline (rule headline). Finish it with `snakemake --cores N --configfile {configfile}`, then "
+                    f"`snakemake --report results/report.html --configfile {configfile}`."]
     page = (tmp_path / "results" / "report.html").read_text(encoding="utf-8")
     description = text_of(json.loads(re.search(r"var workflow_desc = (.*);$", page, re.M).group(1)))
     assert "This study is not finished: the report shows what exists. Not made yet: the tables (rule aggregate" \
         in description
     assert "the figures (rule figures" in description and "the headline (rule headline" in description
+    assert "Left, under Results" not in description and report_results(page) == {}  # no menu, and none named
+
+
+def description_of(page: str) -> str:
+    """The report's front page as text, without the spaces its code spans leave before punctuation."""
+    text = text_of(json.loads(re.search(r"var workflow_desc = (.*);$", page, re.M).group(1)))
+    return re.sub(r"\s+([:.,;)])", r"\1", text)
+
+
+def one_cell_evaluated(results: Path, config: dict) -> dict[str, dict[str, float]]:
+    """The evaluation summaries (as `grpo-lambda evaluate` writes them) of the first RL cell's final model and of
+    its SFT model, with known accuracies; returns them by model folder and benchmark."""
+    model, dataset, variant = next(iter(config["models"])), next(iter(config["datasets"])), "grpo"
+    folders = {f"{model}/{dataset}/{variant}/seed0": (variant, 0, 0.6), f"{model}/{dataset}/sft": ("sft", None, 0.2)}
+    accuracies = {}
+    for folder, (name, seed, base) in folders.items():
+        out = results / folder / "eval" / "final"
+        out.mkdir(parents=True)
+        for i, benchmark in enumerate(config["benchmarks"]):
+            accuracy = base + 0.011 * i
+            accuracies.setdefault(folder, {})[benchmark] = accuracy
+            (out / f"{benchmark}.jsonl").write_text("")
+            (out / f"{benchmark}.json").write_text(json.dumps(
+                {"model": model, "dataset": dataset, "variant": name, "seed": seed, "step": "final",
+                 "benchmark": benchmark, "n": 100, "accuracy": accuracy}))
+    return accuracies
+
+
+@pytest.fixture(scope="module")
+def nested_partial_report(tmp_path_factory):
+    """A nested study (its results under results/ct-nested, set by its config file) after one cell: its report."""
+    root = tmp_path_factory.mktemp("nested")
+    config = yaml.safe_load((ROOT / "config" / "config.yaml").read_text())
+    config["results"] = "results/ct-nested"
+    configfile = root / "ct-nested.yaml"
+    configfile.write_text(yaml.safe_dump(config, allow_unicode=True))
+    accuracies = one_cell_evaluated(root / "results" / "ct-nested", config)
+    done = report_screen.write_report(ROOT / "Snakefile", root, configfile, report="results/ct-nested/report.html")
+    assert done.returncode == 0, done.stderr[-3000:]
+    return root, configfile, accuracies, done.stderr
+
+
+def test_a_partial_report_shows_each_evaluated_models_accuracy(nested_partial_report):
+    """The front page lists each model evaluated so far with its accuracy per benchmark; each summary is a file of
+    the report (category Cells, under Results) labelled with its accuracy; the text names only the menus there."""
+    root, _, accuracies, _ = nested_partial_report
+    page = (root / "results" / "ct-nested" / "report.html").read_text(encoding="utf-8")
+    description = description_of(page)
+    for folder, by_benchmark in accuracies.items():
+        line = ", ".join(f"{benchmark} {accuracy:.3f}" for benchmark, accuracy in sorted(by_benchmark.items()))
+        assert f"{folder}: {line}" in description, (folder, description[:1500])
+    shown = report_results(page)
+    labels = {(entry["labels"]["cell"], entry["labels"]["benchmark"]): entry["labels"]["accuracy"]
+              for entry in shown.values()}
+    assert labels == {(folder, benchmark): f"{accuracy:.3f}" for folder, by_benchmark in accuracies.items()
+                      for benchmark, accuracy in by_benchmark.items()}
+    categories = json.loads(re.search(r'<script id="categories">\s*var categories = (.*);$', page, re.M).group(1))
+    assert set(categories) == {"Cells"}
+    assert "Left, under Results: each model evaluated so far (Cells), each with its caption." in description
+    assert not re.search(r"\((Tables|Published|Figures|Summary)\)", description)
+
+
+def test_a_nested_studys_partial_report_names_its_own_commands(nested_partial_report):
+    root, configfile, _, stderr = nested_partial_report
+    description = description_of((root / "results" / "ct-nested" / "report.html").read_text(encoding="utf-8"))
+    report = f"snakemake --report results/ct-nested/report.html --configfile {configfile}"
+    assert f"then make this report again with {report}." in description
+    assert f"Finish the study with snakemake --cores N --configfile {configfile} (it runs" in description
+    assert "snakemake --report results/report.html" not in description
+    assert f"Finish it with `snakemake --cores N --configfile {configfile}`, then `{report}`." in stderr
+
+
+@needs_chromium
+def test_a_partial_reports_message_is_on_the_first_screen(nested_partial_report, tmp_path):
+    """In Chromium at 1400 × 900 and in a tall window: the message and the evaluated models' accuracies, at the
+    top, not centred beside the job graph."""
+    root, _, accuracies, _ = nested_partial_report
+    for height in (900, 2000):
+        seen = report_screen.first_screen(root / "results" / "ct-nested" / "report.html", height=height)
+        texts = [text.strip() for text in seen["texts"]]
+        assert "This study is not finished: the report shows what exists." in texts, texts[:40]
+        assert all(any(text.startswith(f"{folder}") for text in texts) or f"{folder}" in texts for folder in accuracies)
+
+
+def report_results(page: str) -> dict:
+    """The files a Snakemake report shows, by path: name, labels, caption and its job's properties."""
+    return json.loads(re.search(r'<script id="results">\s*var results = (.*);$', page, re.M).group(1))
+
+
+@pytest.fixture(scope="module")
+def full_report(tmp_path_factory):
+    """The report of the default run's published raw files with every table and figure (no training)."""
+    root = tmp_path_factory.mktemp("report")
+    config = report_screen.published_tree(DEFAULT_RUN, root / "results", every_figure=True)
+    made = report_screen.write_report(ROOT / "Snakefile", root, DEFAULT_RUN / "config.yaml")
+    assert made.returncode == 0, made.stderr[-3000:]
+    return config, root, report_results((root / "results" / "report.html").read_text(encoding="utf-8"))
+
+
+def test_the_report_leaves_out_what_shows_nothing(full_report):
+    """A header-only table and a figure that is only its note stay on disk and out of the report."""
+    config, root, shown = full_report
+    names = {entry["name"] for entry in shown.values()}
+    assert config["rl"]["beta"] == 0 and not config["report"].get("figure3_paper_cells")
+    empty = ["factorial.csv", "missing.csv", "table1_published.csv", "appendix_e_published.csv"]
+    for name in empty:
+        assert pd.read_csv(root / "results" / "tables" / name).empty, name
+    for name in ["kl", "appendix_d"]:  # β = 0: no KL logged; Appendix D: report.figure3_paper_cells is off
+        drawn = json.loads((root / "results" / "figures" / f"{name}.json").read_text(encoding="utf-8"))
+        assert not any(panel["series"] for panel in drawn["panels"]), name
+        assert (root / "results" / "figures" / f"{name}.png").is_file()
+    assert not names & {*empty, "kl.png", "appendix_d.png"}, sorted(names)
+    # what has rows or draws something is all there
+    assert {"table1.csv", "paired.csv", "results.csv", "figure1.png", "figure4.png", "reward_curves.png",
+            "headline.html"} <= names
+
+
+def test_the_reports_file_panels_list_no_settings(full_report):
+    """Each file's panel lists its job's parameters: a digest of the study, not the whole config as escaped
+    JSON (the figures' also list the counts their captions are rendered with)."""
+    _, _, shown = full_report
+    for path, entry in shown.items():
+        params = entry["job_properties"]["params"]
+        assert len(params) < 800 and "models" not in params and "variants" not in params, (path, params[:300])
+    rules = {entry["job_properties"]["rule"] for entry in shown.values()}
+    assert rules == {"aggregate", "figures", "headline"}
+    digests = {re.search(r"study=(\w+)", entry["job_properties"]["params"]).group(1) for entry in shown.values()}
+    assert len(digests) == 1 and len(digests.pop()) == 16
+
+
+def run_headline(root: Path) -> subprocess.CompletedProcess:
+    """`snakemake` making the headline again from the tables in ``root``/results (no other rule may run)."""
+    command = [sys.executable, "-m", "snakemake", "--snakefile", str(ROOT / "Snakefile"), "--directory", str(root),
+               "--configfile", str(DEFAULT_RUN / "config.yaml"), "--cores", "1", "--allowed-rules", "headline",
+               "--forcerun", "headline", "--", "headline"]
+    return subprocess.run(command, capture_output=True, text=True, timeout=300)
+
+
+def test_a_run_that_made_the_tables_ends_with_their_headline(full_report, tmp_path):
+    """The end of the run: Table 1's averages with their intervals, the primary verdict with its numbers, and
+    where the tables and the report are; the job's block names a few of its 20 input files, not all; a failed
+    job's block still names its log."""
+    config, made, _ = full_report
+    shutil.copytree(made / "results", tmp_path / "results")
+    done = run_headline(tmp_path)
+    assert done.returncode == 0, done.stderr[-3000:]
+    # Snakemake's log is on stderr; the headline, after the last job, alone on stdout
+    assert done.stdout.startswith("\nResults: tiny trained on arith: 2 RL variants, 4 RL seeds each")
+    end = done.stdout.splitlines()[2:]
+    t1 = pd.read_csv(tmp_path / "results" / "tables" / "table1.csv")
+    assert end[0] == "Table 1: accuracy, trained on arith (the average over benchmarks [interval]):"
+    for line, row in zip(end[1:], t1.to_dict("records")):
+        assert line.split() == [*row["label"].split(), _level(row["average"]),
+                                f"[{_level(row['average_low'])},", f"{_level(row['average_high'])}]"]
+    gap = pd.read_csv(tmp_path / "results" / "tables" / "paired.csv").query("family == 'primary'").iloc[0]
+    assert end[5] == (f"  recent/trace/0.99 − GRPO: {_signed(gap['diff'])} [{_signed(gap['diff_low'])}, "
+                      f"{_signed(gap['diff_high'])}], Holm p {_p(gap['p_holm'])} (of 1), TOST (±0.05) Holm p "
+                      f"{_p(gap['p_equivalence_holm'])}: {gap['verdict']}")
+    assert end[6] == (f"Tables: results/tables/table1.md (every table: results/tables/). Report: snakemake --report "
+                      f"results/report.html --configfile {DEFAULT_RUN / 'config.yaml'}")
+    assert len(end) == 7
+    [inputs] = [line for line in done.stderr.splitlines() if line.startswith("    input: ")]
+    assert inputs.endswith(", … 17 more") and len(inputs) < 300
+    # a failed job: Snakemake's error block, whole, with the job's log; no headline
+    (tmp_path / "results" / "tables" / "paired.csv").write_text("not,the,table\n")
+    done = run_headline(tmp_path)
+    assert done.returncode != 0 and "Results: " not in done.stdout
+    assert "Error in rule headline:" in done.stderr and "log: results/logs/headline.log" in done.stderr
+
+
+def test_the_default_runs_script_ends_with_the_headline_and_where_things_are(tmp_path):
+    """scripts/run_default.sh, with the setup and Snakemake stood in for (the stand-in writes the headline's text
+    as the headline rule does): its last lines are the headline, then where the tables and the report are."""
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "run_default.sh", tmp_path / "scripts")
+    (tmp_path / "scripts" / "setup.sh").write_text("PATH=\"$PWD/bin:$PATH\"\n")
+    (tmp_path / "bin").mkdir()
+    headline_text = "Results: a study.\nTable 1: accuracy, trained on arith:\n  GRPO  0.712 [0.660, 0.759]\n"
+    stand_in = tmp_path / "bin" / "snakemake"
+    stand_in.write_text("#!/usr/bin/env bash\necho \"snakemake $*\"\nmkdir -p results/report\n"
+                        f"printf '{headline_text}' > results/report/headline.txt\n")
+    stand_in.chmod(0o755)
+    done = subprocess.run(["bash", str(tmp_path / "scripts" / "run_default.sh")], capture_output=True, text=True,
+                          timeout=60)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[:2] == ["snakemake --cores 2", "snakemake --report results/report.html"]
+    assert lines[-5:-2] == headline_text.splitlines()[:3]
+    assert lines[-2] == "Tables: results/tables/table1.md (every table: results/tables/). Report: results/report.html."
+    assert lines[-1].startswith("The pipeline took ")
 
 
 @needs_chromium

@@ -8,7 +8,12 @@ from conftest import ROOT
 # Snakemake asks for a conda environment or container per rule. The jobs run in the pip environments that
 # scripts/setup.sh builds from the pinned requirement files (envs/): the CPU torch wheel, the vLLM-on-CPU
 # overrides and the GPU set are pip pins that one conda file per rule would only restate.
-WAIVED = {"Specify a conda environment or container for each rule."}
+# The tables', figures' and headline's commands read the study's settings from STUDY_SETTINGS (common.smk), not
+# from a param: Snakemake's report lists each shown file's job params, and the whole study as escaped JSON
+# buried every figure's panel; their params hold the settings' digest instead, so a changed study still reruns
+# them, which is the provenance the lint asks for.
+WAIVED = {"Specify a conda environment or container for each rule.",
+          "Shell command directly uses variable STUDY_SETTINGS from outside of the rule"}
 
 
 def lint_titles(text: str) -> dict[str, list[str]]:

@@ -34,7 +34,8 @@ TABLES = ("table1", "results", "results_by_variant", "paired", "factorial", "pro
 FIGURE = "figure1"
 # Read as text whatever the values look like: names such as "7b" are names, not numbers.
 TEXT_COLUMNS = ("model", "dataset", "variant", "benchmark", "method", "variants", "label", "family", "verdict",
-                "effect", "commit")
+                "effect", "commit", "datasets")
+NO_PRIMARY = "No comparison in the primary family (report.primary) yet."
 METRIC_NAMES = {"greedy": "greedy accuracy", "avg": "avg@k accuracy", "pass_at_k": "pass@k", "maj_at_k": "maj@k"}
 
 STYLE = """
@@ -142,6 +143,17 @@ def _table1(config: dict, t1: pd.DataFrame) -> str:
     return f"<table class=\"table1\"><thead><tr>{header}</tr></thead><tbody>{''.join(rows)}</tbody></table>"
 
 
+def table1_heading(t1: pd.DataFrame) -> str:
+    """Table 1's heading: what its rows are means over (its ``datasets`` column), or the one training set."""
+    used = {tuple(_text(names).split()) for names in t1["datasets"]} - {()}
+    if len(used) == 1:
+        [datasets] = used
+        if len(datasets) == 1:
+            return f"Table 1: accuracy, trained on {datasets[0]}"
+        return f"Table 1: accuracy, mean over the {len(datasets)} training sets ({', '.join(datasets)})"
+    return "Table 1: accuracy, mean over each model's training sets"
+
+
 def _verdict(word) -> str:
     word = _text(word) or "–"
     kind = {AHEAD: "ahead", BEHIND: "behind", EQUIVALENT: "equivalent"}.get(word, "unresolved")
@@ -164,22 +176,30 @@ def primary_rows(config: dict, tables: dict[str, pd.DataFrame]) -> pd.DataFrame:
     return rows
 
 
-def _primary(config: dict, tables: dict[str, pd.DataFrame]) -> str:
+def primary_lines(config: dict, tables: dict[str, pd.DataFrame]) -> list[tuple[str, str, str]]:
+    """Each primary comparison as (where: "model / dataset" when the family spans several, else ""; its numbers
+    as text, up to the verdict; the verdict)."""
     options = report_options(config)
     rows = primary_rows(config, tables)
-    if rows.empty:
-        return "<p>No comparison in the primary family (report.primary) yet.</p>"
     margin = options["equivalence_margin"].get("accuracy")
-    parts = []
+    several = rows[["model", "dataset"]].drop_duplicates().shape[0] > 1
+    lines = []
     for (model, dataset), group in rows.groupby(["model", "dataset"], sort=False):
-        where = (f"<b>{html.escape(model)} / {html.escape(dataset)}</b>: "
-                 if rows[["model", "dataset"]].drop_duplicates().shape[0] > 1 else "")
         for row in group.to_dict("records"):
             tost = f", TOST (±{margin:g}) Holm p {_p(row.get('p_equivalence_holm'))}" if margin else ""
             bounds = _bounds(row["estimate_low"], row["estimate_high"], _signed)
             text = (f"{row['name']}: {_signed(row['estimate'])} {bounds}, Holm p {_p(row['p_holm'])} "
                     f"(of {len(group)}){tost}: ")
-            parts.append(f"<li>{where}{html.escape(text)}{_verdict(row['verdict'])}</li>")
+            lines.append((f"{model} / {dataset}" if several else "", text, _text(row["verdict"]) or "–"))
+    return lines
+
+
+def _primary(config: dict, tables: dict[str, pd.DataFrame]) -> str:
+    lines = primary_lines(config, tables)
+    if not lines:
+        return f"<p>{NO_PRIMARY}</p>"
+    parts = [f"<li>{f'<b>{html.escape(where)}</b>: ' if where else ''}{html.escape(text)}{_verdict(verdict)}</li>"
+             for where, text, verdict in lines]
     return f"<ul class=\"primary\">{''.join(parts)}</ul>"
 
 
@@ -208,16 +228,46 @@ def _provenance(provenance: pd.DataFrame) -> str:
             f"{html.escape(versions)} (the provenance table, under Tables).</p>")
 
 
-def headline_html(config: dict, tables: dict[str, pd.DataFrame], figure_png: bytes | None) -> str:
-    """The fragment: the style, then the title, Table 1, the primary verdicts, Figure 1 and its caption."""
+def _summary(config: dict, counts: dict) -> str:
+    """One sentence: what was trained, on what, over how many seeds and problems, and how it is measured."""
     options = report_options(config)
-    counts = tally(config, tables)
+    return (f"{', '.join(counts['models']) or 'no model'} trained on {', '.join(counts['datasets']) or 'nothing'}: "
+            f"{counted(len(counts['variants']), 'RL variant')}, {counts['seeds']} each, evaluated on "
+            f"{counts['problems']}. Metric: {METRIC_NAMES[options['metric']]}; intervals: "
+            f"{options['level']:.0%}, over seeds and problems; differences paired by both.")
+
+
+def _primary_heading(config: dict) -> str:
+    options = report_options(config)
     baseline = variant_label(config, options["baseline"])
     primary = "the 2 × 2's simple effects" if options["primary"] == "factorial" else f"every line − {baseline}"
-    summary = (f"{', '.join(counts['models']) or 'no model'} trained on {', '.join(counts['datasets']) or 'nothing'}: "
-               f"{counted(len(counts['variants']), 'RL variant')}, {counts['seeds']} each, evaluated on "
-               f"{counts['problems']}. Metric: {METRIC_NAMES[options['metric']]}; intervals: "
-               f"{options['level']:.0%}, over seeds and problems; differences paired by both.")
+    return f"Primary comparisons ({primary}; Holm within the family)"
+
+
+def headline_text(config: dict, tables: dict[str, pd.DataFrame]) -> str:
+    """The headline as plain text, for the terminal at the end of a run: the summary, Table 1's averages with
+    their intervals, and the primary comparisons with their verdicts."""
+    t1 = tables["table1"]
+    several = t1["model"].nunique() > 1
+    names = [(f"{row['model']} " if several else "") + _text(row["label"]) for row in t1.to_dict("records")]
+    width = max((len(name) for name in names), default=0)
+    lines = [f"Results: {_summary(config, tally(config, tables))}",
+             f"{table1_heading(t1)} (the average over benchmarks [interval]):"]
+    for name, row in zip(names, t1.to_dict("records")):
+        bounds = _bounds(row.get(f"{AVERAGE}_low"), row.get(f"{AVERAGE}_high"), _level)
+        lines.append(f"  {name:<{width}}  {_level(row.get(AVERAGE))} {bounds}".rstrip())
+    lines.append(f"{_primary_heading(config)}:")
+    primary = primary_lines(config, tables)
+    lines += [f"  {where + ': ' if where else ''}{text}{verdict}" for where, text, verdict in primary]
+    if not primary:
+        lines.append(f"  {NO_PRIMARY}")
+    return "\n".join(lines) + "\n"
+
+
+def headline_html(config: dict, tables: dict[str, pd.DataFrame], figure_png: bytes | None) -> str:
+    """The fragment: the style, then the title, Table 1, the primary verdicts, Figure 1 and its caption."""
+    counts = tally(config, tables)
+    summary = _summary(config, counts)
     figure = ""
     if figure_png is not None:
         encoded = base64.b64encode(figure_png).decode("ascii")
@@ -225,17 +275,25 @@ def headline_html(config: dict, tables: dict[str, pd.DataFrame], figure_png: byt
                   f"<figcaption>{html.escape(figure1_caption(config, counts))}</figcaption></figure>")
     return (f"<style>{STYLE}</style>\n<section id=\"grpo-headline\">"
             f"<h1>Results</h1><p class=\"summary\">{html.escape(summary)}</p>"
-            f"<h2>Table 1: accuracy, mean over training sets</h2>{_table1(config, tables['table1'])}"
-            f"<h2>Primary comparisons ({html.escape(primary)}; Holm within the family)</h2>"
+            f"<h2>{html.escape(table1_heading(tables['table1']))}</h2>{_table1(config, tables['table1'])}"
+            f"<h2>{html.escape(_primary_heading(config))}</h2>"
             f"{_primary(config, tables)}{figure}{_provenance(tables['provenance'])}</section>\n")
+
+
+def text_path(out: str | os.PathLike) -> Path:
+    """Where the plain-text headline goes beside the fragment ``out``: ``headline.txt``."""
+    return Path(out).with_suffix(".txt")
 
 
 def main(config: dict, tables_dir: str | os.PathLike, figures_dir: str | os.PathLike,
          out: str | os.PathLike) -> str:
-    """Write the headline fragment of the tables in ``tables_dir`` and Figure 1 of ``figures_dir`` to ``out``."""
+    """Write the headline fragment of the tables in ``tables_dir`` and Figure 1 of ``figures_dir`` to ``out``, and
+    the headline as text beside it (:func:`text_path`), which a run prints at its end."""
     figure = Path(figures_dir) / f"{FIGURE}.png"
     if not figure.is_file():
         raise FileNotFoundError(f"{figure} is missing: the headline shows the figure of `grpo-lambda figures`; "
                                 f"draw them first")
-    write_text(out, headline_html(config, read_tables(tables_dir), figure.read_bytes()))
+    tables = read_tables(tables_dir)
+    write_text(out, headline_html(config, tables, figure.read_bytes()))
+    write_text(text_path(out), headline_text(config, tables))
     return str(out)

@@ -1,14 +1,17 @@
 # Helpers shared by the rules: config validation, the grid of cells, paths and per-cell settings.
+import hashlib
 import json
 import os
 import shlex
 import sys
+import time
 from pathlib import Path
 
 from snakemake.exceptions import WorkflowError
 from snakemake.logging import logger as snakemake_logger
+from snakemake_interface_logger_plugins.common import LogEvent
 
-from grpo_lambda import fingerprint, launch, layout, prefetch
+from grpo_lambda import fingerprint, job_log, launch, layout, prefetch, report_files
 from grpo_lambda import config as study
 from grpo_lambda.captions import caption_counts
 from grpo_lambda.config.report import report_options
@@ -49,6 +52,10 @@ if unset_profile_variables():
 
 
 RESULTS = config["results"]
+# The whole study, what the tables, figures and headline are made from (report.smk), and its digest, their
+# param: a changed study reruns them, and the report lists a short digest where it lists their job's params.
+STUDY_SETTINGS = json.dumps(config, sort_keys=True)
+STUDY_DIGEST = hashlib.sha256(STUDY_SETTINGS.encode("utf-8")).hexdigest()[:16]
 REPOSITORY = Path(workflow.main_snakefile).parent
 MODELS = list(config["models"])
 DATASETS = list(config["datasets"])
@@ -316,7 +323,21 @@ def final_targets():
     sft_models = sorted({f"{RESULTS}/{study.sft_folder(config, model, dataset, seed)}/model" for model in MODELS
                          for dataset in study.model_datasets(config, model) for seed in config["seeds"]})
     return (rules.aggregate.output + rules.figures.output + rules.headline.output + sft_models + train_logs()
-            + rl_eval_files() + sft_eval_files())
+            + evaluated_so_far(rl_eval_files() + sft_eval_files()))
+
+
+def evaluated_so_far(summaries):
+    """The evaluation summaries, those that exist marked for the report while the study has no headline: the
+    report of a partial run lists each model evaluated so far with its accuracy (category Cells, labels from
+    grpo_lambda.report_files). Marked as inputs of `all`, where the workflow is read: Snakemake stops at a
+    marked file that does not exist, and a rule's output pattern stands for every cell, made or not."""
+    if os.path.exists(HEADLINE):
+        return summaries
+    # the caption relative to the Snakefile, where rule all is
+    return [snakemake_report(path, caption="workflow/report/cells.rst", category="Cells",
+                             subcategory=" / ".join(Path(path).relative_to(RESULTS).parts[:2]),
+                             labels=lambda wildcards, path=path: report_files.evaluation_labels(path))
+            if os.path.exists(path) else path for path in summaries]
 
 
 # The files the report shows. Snakemake's parser reads a line that starts with `report(` as the
@@ -328,17 +349,43 @@ DATA_TABLES = [name for name in TABLES if name in names.CSV_ONLY]
 SHOWN_TABLES = [name for name in TABLES if name not in names.CSV_ONLY]
 FIGURES = names.figure_names(config)
 HEADLINE = f"{RESULTS}/report/headline.html"
+HEADLINE_TEXT = f"{RESULTS}/report/headline.txt"
+RUN_STARTED = time.time()
+
+
+def study_options() -> str:
+    """The options that name this study on a command line: the config files it was given (none for the embedded
+    default), and a reminder of --config when it had overrides."""
+    configfiles = [str(path) for path in workflow.overwrite_configfiles or []]
+    named = f" {shlex.join(['--configfile', *configfiles])}" if configfiles else ""
+    return f"{named} (with the same --config)" if workflow.config_settings.config else named
+
+
+def report_command() -> str:
+    """The command that writes this study's report, into its results folder."""
+    return f"snakemake --report {shlex.quote(f'{RESULTS}/report.html')}{study_options()}"
+
+
+def print_headline():
+    """At the end of a run that wrote the headline: its text (Table 1's averages, the primary verdicts) and where
+    the tables and the report are. A run that did not remake the tables says nothing more than Snakemake."""
+    if not os.path.exists(HEADLINE_TEXT) or os.path.getmtime(HEADLINE_TEXT) < RUN_STARTED:
+        return
+    with open(HEADLINE_TEXT, encoding="utf-8") as handle:
+        print(f"\n{handle.read().rstrip()}\nTables: {RESULTS}/tables/table1.md (every table: {RESULTS}/tables/). "
+              f"Report: {report_command()}", flush=True)
 
 
 def reported(folder, names, ext, caption, category):
     """The files ``names`` under ``folder``, each marked for the report (``caption``: a caption file, or a
     function of the name that gives one) when it exists as the workflow is read. A report is always a later
     call than the run that made its files, so `snakemake --report` after a partial run shows what exists
-    instead of stopping at the first missing file, and its front page says what is not made yet."""
+    instead of stopping at the first missing file, and its front page says what is not made yet. A table
+    without rows and a figure that draws nothing (grpo_lambda.report_files) are left out of the report."""
     files = []
     for name in names:
         path = f"{RESULTS}/{folder}/{name}.{ext}"
-        if os.path.exists(path):
+        if os.path.exists(path) and report_files.shows_something(path):
             path = snakemake_report(path, caption=caption(name) if callable(caption) else caption,
                                     category=category, labels={"name": name})
         files.append(path)
@@ -366,10 +413,22 @@ def _not_made_yet(record):
                                            ("figures (rule figures)", f"{RESULTS}/figures/figure1.png"),
                                            ("headline (rule headline)", HEADLINE)) if not os.path.exists(path)]
         print(f"The study is not finished; the report shows what exists. Not made yet: "
-              f"{'; '.join(missing) or 'the outputs of jobs not run yet (`snakemake -n` lists them)'}.", file=sys.stderr)
+              f"{'; '.join(missing) or 'the outputs of jobs not run yet (`snakemake -n` lists them)'}. "
+              f"Finish it with `snakemake --cores N{study_options()}`, then `{report_command()}`.", file=sys.stderr)
         _not_made_yet.said = True
     return False
 
 
 _not_made_yet.said = False
 snakemake_logger.addFilter(_not_made_yet)
+
+
+def _short_job_blocks(record):
+    """During a run, each job's block lists a few of its files and counts the rest (grpo_lambda.job_log); a dry
+    run lists them all, for `grpo-lambda plan` and for reading the plan."""
+    if getattr(record, "event", None) == LogEvent.JOB_INFO and not workflow.dryrun:
+        job_log.shorten_job_info(record)
+    return True
+
+
+snakemake_logger.addFilter(_short_job_blocks)

@@ -59,7 +59,7 @@ def _curves(config: dict, curves: pd.DataFrame, rows: list[list[dict]], suptitle
                 drawn += 1
             ax.set_title(panel["title"], fontsize=9)
             if not drawn:
-                note(ax, f"no {panel['metric']} logged yet")
+                note(ax, _nothing_logged(config, panel))
                 continue
             ax.set_xlabel("step")
             ax.set_ylabel(METRIC_LABELS[panel["metric"]])
@@ -68,6 +68,19 @@ def _curves(config: dict, curves: pd.DataFrame, rows: list[list[dict]], suptitle
         fig.suptitle(suptitle)
     figure_legend(fig)
     return fig
+
+
+def kl_penalty(config: dict, variant: str) -> float:
+    """The variant's β (its own, else rl.beta; TRL's default 0): at 0 TRL neither computes nor logs the KL."""
+    return float(variant_spec(config, variant).get("beta", (config.get("rl") or {}).get("beta", 0.0)))
+
+
+def _nothing_logged(config: dict, panel: dict) -> str:
+    """The note of a panel without curves: why a KL panel of variants that all train at β = 0 stays empty, or
+    that the metric is not logged yet."""
+    if panel["metric"] == "kl" and not any(kl_penalty(config, v) for v in panel["variants"]):
+        return "β = 0: no KL to the reference model\nis computed or logged (rl.beta)"
+    return f"no {panel['metric']} logged yet"
 
 
 def _share_y(drawn: list[tuple]) -> None:
