@@ -22,7 +22,10 @@ def test_a_reason_keeps_every_part_with_a_few_files_each():
     assert short == (f"Missing output files: {', '.join(FILES[:3])}, … 17 more; Input files updated by another job: "
                      f"{', '.join(FILES[:2])}; Params have changed since last execution")
     block = "rule train:\n    reason: {}\n    wildcards: seed=0"
-    assert plan.parse_jobs(block.format(short)) == plan.parse_jobs(block.format(reason))
+    # plan reads dry runs, which are never shortened; a shortened block still gives it every reason
+    shown, full = plan.parse_jobs(block.format(short)), plan.parse_jobs(block.format(reason))
+    assert [(j["rule"], j["reasons"], j["wildcards"]) for j in shown] == \
+        [(j["rule"], j["reasons"], j["wildcards"]) for j in full]
 
 
 def test_a_job_info_record_is_shortened_in_place():
