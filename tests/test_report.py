@@ -108,6 +108,32 @@ def test_the_counts_are_the_tables_not_the_configs(default_run, tmp_path):
     assert "the mean over 3 RL seeds" in text_of(headline.headline_html(config, fewer, PNG))
 
 
+def test_variants_with_different_seed_counts_are_described_by_their_range(default_run):
+    """GRPO evaluated on 4 RL seeds, the trace variant on 3: the summary and Figure 1's caption say "3 to 4 RL
+    seeds", not the larger count alone."""
+    config, tables, _ = default_run
+    by_variant = tables["results_by_variant"]
+    unequal = {**tables, "results_by_variant": by_variant.assign(
+        n_seeds=by_variant["n_seeds"].where(by_variant["variant"] != "recent-trace-0.99", 3))}
+    shown = text_of(headline.headline_html(config, unequal, PNG))
+    assert "2 RL variants, 3 to 4 RL seeds each" in shown and "the mean over 3 to 4 RL seeds" in shown
+    assert not re.search(r"(?<!to )4 RL seeds", shown)
+
+
+def test_each_primary_verdict_gives_the_size_of_its_own_holm_family(default_run):
+    """Three primary families, of one, one and two comparisons (Holm runs within a model and training set):
+    each verdict says "(of 1)" or "(of 2)", not the study's four primary rows nor a model's three."""
+    config, tables, _ = default_run
+    paired = tables["paired"]
+    row = paired[paired["family"] == "primary"]
+    others = pd.concat([row.assign(dataset="sums"), row.assign(model="other", label="first"),
+                        row.assign(model="other", label="second")])
+    shown = text_of(headline.headline_html(config, {**tables, "paired": pd.concat([row, others])}, PNG))
+    assert shown.count("(of 1)") == 2 and shown.count("(of 2)") == 2 and not re.search(r"\(of [34]\)", shown)
+    assert re.search(r"tiny / arith : recent/trace/0\.99 − GRPO: \S+ \[[^]]+\], Holm p \S+ \(of 1\)", shown)
+    assert re.search(r"other / arith : second − GRPO: \S+ \[[^]]+\], Holm p \S+ \(of 2\)", shown)
+
+
 def test_the_headline_of_a_factorial_study_gives_its_simple_effects(tmp_path):
     config, tables = tables_of(CLAMP_TRACE_RUN, tmp_path)
     assert config["report"]["primary"] == "factorial"
