@@ -148,7 +148,7 @@ def test_the_study_check_runs_every_stage_and_reads_the_accuracies(tmp_path):
 def fake_study_results(config: dict, *, accuracy: dict, flat: dict) -> None:
     """A results tree as the study's stages leave it, written by hand: each arm's evaluation summaries at the
     accuracy given, and each RL cell's train_log.csv with its steps at the share of groups with equal rewards
-    given for its variant (TRL's frac_reward_zero_std)."""
+    given for its variant (TRL's frac_reward_zero_std; a list: one share per step)."""
     from grpo_lambda import files, layout
 
     results = Path(config["results"])
@@ -162,7 +162,8 @@ def fake_study_results(config: dict, *, accuracy: dict, flat: dict) -> None:
         for benchmark in config["benchmarks"]:
             files.write_json(results / layout.evaluation(cell["model"], cell["dataset"], variant, cell["seed"], "final",
                                                          benchmark, "json"), {"accuracy": accuracy[variant]})
-        rows = "".join(f"{step},0.0,{flat[variant]},0.0\n" for step in range(1, config["rl"]["max_steps"] + 1))
+        shares = flat[variant] if isinstance(flat[variant], list) else [flat[variant]] * config["rl"]["max_steps"]
+        rows = "".join(f"{step},0.0,{share},0.0\n" for step, share in enumerate(shares, 1))
         files.write_text(results / layout.train_log(cell["model"], cell["dataset"], variant, cell["seed"]),
                          "step,loss,frac_reward_zero_std,reward\n" + rows)
 
@@ -171,7 +172,11 @@ def fake_study_results(config: dict, *, accuracy: dict, flat: dict) -> None:
     ({"sft": 0.0, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": 1.0, "recent-trace-0.99": 1.0}, "no-go"),
     ({"sft": 0.05, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": 1.0, "recent-trace-0.99": 1.0}, "go"),
     ({"sft": 0.0, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": 1.0, "recent-trace-0.99": 0.5}, "go"),
-])
+    # signal at the first step and none at the last: the cell's mean share over its steps is 0.5, not the last 1.0
+    ({"sft": 0.0, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": [0.0, 1.0], "recent-trace-0.99": [0.0, 1.0]}, "go"),
+    # none at the first step, signal at the last: learned too
+    ({"sft": 0.0, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": [1.0, 1.0], "recent-trace-0.99": [1.0, 0.5]}, "go"),
+], ids=["nothing", "sft-above-0", "one-cell-with-signal", "signal-early-only", "signal-late-only"])
 def test_the_small_study_says_no_go_when_it_learned_nothing_naming_why(tmp_path, monkeypatch, accuracy, flat, verdict):
     """As found: 'go' on a study whose own line read accuracy sft 0.000, grpo 0.000, recent-trace-0.99 0.000 and
     100% of groups with equal rewards. Now that is a failed study check, naming why; an arm above 0, or one RL step
@@ -184,6 +189,8 @@ def test_the_small_study_says_no_go_when_it_learned_nothing_naming_why(tmp_path,
     if verdict == "go":
         reason, details = preflight.check_study(context)
         assert details["accuracy"] == accuracy and "every RL cell logged its 2 steps" in reason
+        shares = [sum(f) / len(f) if isinstance(f, list) else f for f in flat.values()]
+        assert f"(groups with equal rewards: {sum(shares) / len(shares):.0%})" in reason
         return
     with pytest.raises(preflight.Fail) as failure:
         preflight.check_study(context)

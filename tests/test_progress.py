@@ -49,3 +49,12 @@ def test_stop_after_ends_training_at_the_nth_step_without_signal_in_a_row():
     for bad in (0, -1, 1.5, True):
         with pytest.raises(ValueError, match="stop_after must be a positive whole number"):
             NoLearningSignal(stop_after=bad)
+
+
+def test_the_end_of_run_warning_quotes_the_largest_flat_reward_not_the_last(caplog):
+    """Flat steps at reward 1.0, then 0.0: the groups all answered alike, the first time all right, so the warning
+    is not "every reward was 0"; it quotes the largest of the flat steps' rewards (a step's missing reward skipped)."""
+    feed(NoLearningSignal(), [(1.0, 0.25), (1.0, 1.0), (1.0, None), (1.0, 0.0)])
+    assert warnings(caplog) == ["all 4 logged steps: every group's completions got the same reward "
+                                "(frac_reward_zero_std 1, mean reward 1.0): the advantages are 0 and nothing is learned. "
+                                "Reward 1: too easy; otherwise check the reward"]
