@@ -56,8 +56,15 @@ def text_of(fragment: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def default_run(tmp_path_factory):
-    config, tables = tables_of(DEFAULT_RUN, tmp_path_factory.mktemp("tables"))
+def default_tables(tmp_path_factory):
+    return tables_of(DEFAULT_RUN, tmp_path_factory.mktemp("tables"))
+
+
+@pytest.fixture
+def default_run(default_tables):
+    """The default run's config, tables and headline, the headline made in each test (mutmut credits a module
+    fixture's calls to the first test that uses it)."""
+    config, tables = default_tables
     return config, tables, headline.headline_html(config, tables, PNG)
 
 
@@ -158,9 +165,26 @@ def test_the_verdicts_numbers_and_missing_intervals_are_each_written_as_what_the
     sft = re.search(r"<tr><td>SFT</td>(.*?)</tr>", fragment).group(1)
     assert sft.startswith(f'<td class="average">{_level(t1.loc[0, "average"])}</td><td class="benchmark">–<br>')
     assert fragment.count('<td class="average">') == len(t1) and fragment.count('<td class="benchmark">') == 5 * len(t1)
-    assert "<th>model</th>" not in fragment
+    assert "<th>model</th>" not in fragment and "</li><li>line1 − GRPO" in fragment and "</tr><tr><td>GRPO" in fragment
+    assert "<h2>Primary comparisons (every line − GRPO; Holm within the family)</h2>" in fragment
+    assert "Greedy accuracy per benchmark and their unweighted average, the SFT model and every variant of tiny " \
+           "trained on arith. Bars" in fragment
+    assert fragment.endswith("(the provenance table, under Tables).</p></section>\n")
+    assert headline.headline_html(config, {**tables, "provenance": tables["provenance"].iloc[:0]}, PNG).endswith(
+        "</figcaption></figure></section>\n")
     empty = headline.headline_html(config, {**tables, "paired": rows.iloc[:0]}, None)
-    assert "<p>No comparison in the primary family (report.primary) yet.</p>" in empty and "<figure>" not in empty
+    assert "</h2><p>No comparison in the primary family (report.primary) yet.</p><p class=\"provenance\">" in empty
+
+
+def test_a_headline_before_any_result_says_so(default_run):
+    config, tables, _ = default_run
+    by_variant = tables["results_by_variant"]
+    nothing = {**tables, "results": tables["results"].iloc[:0], "table1": tables["table1"].iloc[:0],
+               "results_by_variant": by_variant[by_variant["variant"] == "sft"], "paired": tables["paired"].iloc[:0]}
+    assert headline.tally(config, nothing) == {"seeds": "no RL seed", "problems": "no benchmark", "models": [],
+                                               "datasets": [], "variants": []}
+    assert ("Results no model trained on nothing: 0 RL variants, no RL seed each, evaluated on no benchmark. "
+            in text_of(headline.headline_html(config, nothing, PNG)))
 
 
 def test_a_headline_of_several_models_and_training_sets_names_them_in_order(default_run):
@@ -171,17 +195,18 @@ def test_a_headline_of_several_models_and_training_sets_names_them_in_order(defa
     config = {**config, "report": {**config["report"], "equivalence_margin": {}, "figure1_dataset": "mean"}}
     t1 = pd.concat([tables["table1"], tables["table1"].assign(model="7b")], ignore_index=True)
     row = tables["paired"][tables["paired"]["family"] == "primary"]
-    paired = pd.concat([row.assign(model="7b", dataset="sums"), row], ignore_index=True)
+    paired = pd.concat([row, row.assign(model="7b", dataset="sums")], ignore_index=True)  # not in sorted order
     results = pd.concat([tables["results"], tables["results"].assign(model="7b", dataset="sums")], ignore_index=True)
     results.loc[results["benchmark"] == "arith-1", "n"] = 50
+    results = results[results["benchmark"] != "arith-5"]  # a benchmark not evaluated yet is not counted
     fragment = headline.headline_html(config, {**tables, "table1": t1, "paired": paired, "results": results}, PNG)
     shown = text_of(fragment)
     assert "<th>model</th><th></th><th>average</th>" in fragment
     assert "<tr><td>7b</td><td>SFT</td>" in fragment and "<tr><td>tiny</td><td>GRPO</td>" in fragment
-    first, second = shown.index("7b / sums : recent/trace/0.99 − GRPO"), shown.index("tiny / arith : recent/trace/0.99")
-    assert first < second and "TOST" not in shown
+    first, second = shown.index("tiny / arith : recent/trace/0.99 − GRPO"), shown.index("7b / sums : recent/trace/0.99")
+    assert first < second and "TOST" not in shown and fragment.count("(of 1): <span class=\"verdict") == 2
     assert shown.startswith(" Results tiny, 7b trained on arith, sums: 2 RL variants, 4 RL seeds each, evaluated on "
-                            "arith-1: 50 problems; arith-2: 100 problems;")
+                            "arith-1: 50 problems; arith-2: 100 problems; arith-3: 100 problems; arith-4: 100 problems. ")
     caption = text_of(re.search(r"<figcaption>(.*?)</figcaption>", fragment, re.S).group(1))
     assert caption.startswith("Figure 1. Greedy accuracy per benchmark and their unweighted average, Table 1's rows: "
                               "SFT and each method, mean over training sets. Bars: the mean over 4 RL seeds")
@@ -192,7 +217,7 @@ def test_the_headline_file_is_written_from_the_tables_and_figure_with_what_made_
     (12 characters, +changes kept) and library versions of the provenance table; a missing figure or table is
     named."""
     config, tables, _ = default_run
-    provenance = pd.DataFrame({"commit": ["abcdef1234567890+changes", "0123456789abcdef", "0123456789abcdef", None],
+    provenance = pd.DataFrame({"commit": ["abcdef1234567890+changes", "0000000000001234", "0000000000001234", None],
                                "torch": ["2.13.0", "2.13.0", None, "2.13.0"], "trl": ["1.16.0", "1.15.0", None, None]})
     folder, figures, out = tmp_path / "tables", tmp_path / "figures", tmp_path / "report" / "headline.html"
     for name, frame in {**tables, "provenance": provenance}.items():
@@ -204,7 +229,7 @@ def test_the_headline_file_is_written_from_the_tables_and_figure_with_what_made_
     assert headline.main(config, folder, figures, out) == str(out)
     written = out.read_text()
     assert written == headline.headline_html(config, headline.read_tables(folder), PNG)
-    assert ('<p class="provenance">Made by commit 0123456789ab, abcdef123456+changes; torch 2.13.0; trl 1.15.0, '
+    assert ('<p class="provenance">Made by commit 000000000000, abcdef123456+changes; torch 2.13.0; trl 1.15.0, '
             "1.16.0 (the provenance table, under Tables).</p>") in written
     unknown = headline.headline_html(config, {**tables, "provenance": provenance.assign(commit=None)}, PNG)
     assert "Made by commit unknown; torch 2.13.0" in unknown
