@@ -218,10 +218,11 @@ def test_the_headline_file_is_written_from_the_tables_and_figure_with_what_made_
     named."""
     config, tables, _ = default_run
     provenance = pd.DataFrame({"commit": ["abcdef1234567890+changes", "0000000000001234", "0000000000001234", None],
-                               "torch": ["2.13.0", "2.13.0", None, "2.13.0"], "trl": ["1.16.0", "1.15.0", None, None]})
+                               "torch": ["2.13.0", "2.13.0", None, "2.13.0"], "transformers": ["5.17.0"] * 4,
+                               "trl": ["1.16.0", "1.15.0", None, None]})
     folder, figures, out = tmp_path / "tables", tmp_path / "figures", tmp_path / "report" / "headline.html"
-    for name, frame in {**tables, "provenance": provenance}.items():
-        write_table(frame, folder, name, table_formats(name))
+    for name, frame in {**tables, "provenance": provenance}.items():  # a model named "7" is a name, not a number
+        write_table(frame.assign(model="7") if "model" in frame else frame, folder, name, table_formats(name))
     with pytest.raises(FileNotFoundError, match=r"figure1\.png is missing: .*`grpo-lambda figures`"):
         headline.main(config, folder, figures, out)
     figures.mkdir()
@@ -229,8 +230,10 @@ def test_the_headline_file_is_written_from_the_tables_and_figure_with_what_made_
     assert headline.main(config, folder, figures, out) == str(out)
     written = out.read_text()
     assert written == headline.headline_html(config, headline.read_tables(folder), PNG)
-    assert ('<p class="provenance">Made by commit 000000000000, abcdef123456+changes; torch 2.13.0; trl 1.15.0, '
-            "1.16.0 (the provenance table, under Tables).</p>") in written
+    assert "Results 7 trained on arith: " in text_of(written)
+    assert f'<img alt="Figure 1" src="data:image/png;base64,{base64.b64encode(PNG).decode()}">' in written
+    assert ('<p class="provenance">Made by commit 000000000000, abcdef123456+changes; torch 2.13.0; transformers '
+            '5.17.0; trl 1.15.0, 1.16.0 (the provenance table, under Tables).</p>') in written
     unknown = headline.headline_html(config, {**tables, "provenance": provenance.assign(commit=None)}, PNG)
     assert "Made by commit unknown; torch 2.13.0" in unknown
     assert '<p class="provenance">' not in headline.headline_html(config, {**tables, "provenance": provenance.iloc[:0]},
