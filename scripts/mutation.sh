@@ -16,6 +16,7 @@
 # mutants whose code changed. `cd ${MUTATION_DIR}/<module> && mutmut results` lists the survivors and
 # `mutmut show <name>` prints one as a diff. The trainer is scoped to its loss path (the functions
 # listed in LOSS_PATH), not to OAR, dynamic sampling or config parsing.
+# `preflight`, `progress` and `position` are scoped to the functions SCOPES lists (MUTANTS overrides it).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MUTATION_DIR="${MUTATION_DIR:-${TMPDIR:-/tmp}/grpo-lambda-mutation}"
