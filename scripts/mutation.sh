@@ -16,6 +16,7 @@
 # mutants whose code changed. `cd ${MUTATION_DIR}/<module> && mutmut results` lists the survivors and
 # `mutmut show <name>` prints one as a diff. The trainer is scoped to its loss path (the functions
 # listed in LOSS_PATH), not to OAR, dynamic sampling or config parsing.
+# `preflight`, `progress` and `position` are scoped to the functions SCOPES lists (MUTANTS overrides it).
 set -euo pipefail
 ROOT="$(cd "$(dirname "${BASH_SOURCE[0]}")/.." && pwd)"
 MUTATION_DIR="${MUTATION_DIR:-${TMPDIR:-/tmp}/grpo-lambda-mutation}"
@@ -65,9 +66,14 @@ declare -A TESTS=(
   [control]="tests/test_control.py"
   [history]="tests/config/test_history.py"
   [methods]="tests/config/test_methods.py tests/test_tables.py tests/config/test_families.py tests/test_paired.py"
+  [headline]="tests/test_report.py"
+  [preflight]="tests/test_preflight.py"
+  [progress]="tests/test_progress.py tests/test_train_log.py::test_steps_on_which_every_group_got_one_reward_are_warned_of_once"
+  [position]="tests/test_position_weight.py"
 )
 # module -> tests of its files left out (--deselect): those that run a subprocess (which mutmut's coverage does
-# not follow) or train, and kill nothing in the module for their minutes
+# not follow) or train, and kill nothing in the module for their minutes; and the preflight's hub check, outside
+# the study rules it is scoped to, which finds a model cached in mutmut's clean run (it passes under pytest)
 declare -A DESELECT=(
   [horizon]="tests/test_horizon.py::test_check_band_exits_1_naming_the_horizon_and_writes_no_record_outside_the_band
              tests/test_horizon.py::test_a_banded_horizon_study_trains_a_horizon_only_after_its_band_check
@@ -79,6 +85,12 @@ declare -A DESELECT=(
               tests/test_horizon.py::test_the_lambda_config_is_the_horizon_study_s_longest_horizon_with_lambda_and_the_trace_form_varied"
   [stats]="tests/test_nested_intervals.py::test_the_nested_interval_covers_where_one_sft_model_does_not
            tests/test_seed_interval.py::test_coverage_of_the_seed_level_procedures_is_what_the_docs_quote"
+  [headline]="tests/test_report.py::test_a_report_after_a_partial_run_says_what_is_missing
+              tests/test_report.py::test_the_reports_first_screen_shows_the_headline"
+  [preflight]="tests/test_preflight.py::test_the_study_check_runs_every_stage_and_reads_the_accuracies
+               tests/test_preflight.py::test_ctrl_c_during_a_slow_check_leaves_a_partial_record_and_no_traceback
+               tests/test_preflight.py::test_cpu_preflight_answers_within_five_minutes_on_the_small_built_in_study
+               tests/test_preflight.py::test_hub_models_neither_cached_nor_reachable_fail_by_name"
 )
 # module -> the source it mutates (a module of its own unless named here)
 declare -A SOURCES=(
@@ -93,13 +105,22 @@ declare -A SOURCES=(
   [control]="src/grpo_lambda/tables/control.py"
   [history]="src/grpo_lambda/config/history.py"
   [methods]="src/grpo_lambda/config/methods.py"
+  [position]="src/grpo_lambda/objectives.py"
+)
+# module -> the functions it is scoped to when MUTANTS is not set (globs of mutmut's names; a method of class C
+# is xǁCǁmethod): the preflight's study rules, the no-signal warning, the position weight.
+declare -A SCOPES=(
+  [preflight]="*check_study__mutmut_* *nothing_learned__mutmut_* *study_train_logs__mutmut_* *study_accuracies__mutmut_*"
+  [progress]="*ǁ_NoLearningSignalǁ*__mutmut_*"
+  [position]="*position_weight__mutmut_*"
 )
 # The trainer's loss path (trainer.py and trainer_config.py): mutants of these functions only.
 LOSS_PATH=(_compute_loss _token_weights _dapo_normalizer _global_masked_mean objective_params _widest_completion
            _resolve_advantage_clamp)
 MODULES=("$@")
-[[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives oar_scores trainer stats signflip seed_level multiplicity rewards aggregate config variants registry
-                                        rows prepare horizon advantages families design control history methods)
+[[ ${#MODULES[@]} -gt 0 ]] || MODULES=(traces objectives oar_scores trainer stats signflip seed_level multiplicity rewards aggregate
+                                        config variants registry rows prepare horizon advantages families design control
+                                        history methods headline preflight progress position)
 
 export OMP_NUM_THREADS=1 MKL_NUM_THREADS=1 TOKENIZERS_PARALLELISM=false
 unset PYTHONPATH  # mutmut puts its mutated copy of src/ first on the path
@@ -130,6 +151,8 @@ for module in "${MODULES[@]}"; do
     read -r -a names <<< "$MUTANTS"
   elif [[ "$module" == trainer ]]; then
     for function in "${LOSS_PATH[@]}"; do names+=("grpo_lambda.trainer*.*${function}__mutmut_*"); done
+  elif [[ -n "${SCOPES[$module]:-}" ]]; then
+    read -r -a names <<< "${SCOPES[$module]}"
   fi
   echo "== $module: $(echo ${TESTS[$module]})${names[*]:+ (mutants: ${names[*]})}"
   start=$SECONDS

@@ -87,6 +87,20 @@ def test_an_estimators_result_of_another_shape_and_an_unknown_name_are_refused(m
         adv.token_statistics(torch.zeros(1, 2, 5), torch.zeros(1, 2, dtype=torch.long), [], ("eos_probs",))
 
 
+@pytest.mark.parametrize("infinity", [math.inf, -math.inf])
+def test_an_estimator_that_returns_an_infinite_advantage_is_refused_before_the_loss(monkeypatch, infinity):
+    """+inf or −inf on one token is refused as NaN is: the loss would carry it into every gradient."""
+    def one_infinite(batch):
+        advantages = torch.zeros_like(batch.mask)
+        advantages[1, 0] = infinity
+        return advantages
+
+    monkeypatch.setitem(adv.ADVANTAGE_ESTIMATORS, "one_infinite", adv.Estimator(one_infinite))
+    with pytest.raises(ValueError, match=r"^advantage estimator 'one_infinite' returned 1 NaN or infinite advantages "
+                                         r"\(of 4\)"):
+        estimate_advantages("one_infinite", batch_of([1.0, 0.0], [[1, 1], [1, 0]]))
+
+
 def test_grpo_puts_the_sequence_advantage_on_every_token():
     batch = batch_of([1.0, 0.0], [[1, 1, 1], [1, 0, 0]], advantages=[0.7, -0.7])
     torch.testing.assert_close(estimate_advantages("grpo", batch),

@@ -113,6 +113,35 @@ def test_a_bad_config_is_named_in_one_line(tmp_path):
     assert "rl.max_steps" in result.stderr
 
 
+@pytest.mark.parametrize("main_process", [True, False])
+def test_train_with_bench_evaluates_the_model_it_trained_not_the_one_it_started_from(tmp_path, monkeypatch,
+                                                                                     main_process):
+    """train --bench: once training returns, the job's main process evaluates <cell>/model (the trained model, as
+    the evaluate stage reads it) at step final with the job's seed, never --base (the SFT model the cell started
+    from); the other processes evaluate nothing. Training and evaluation are stand-ins that record their calls."""
+    from grpo_lambda import evaluate, train
+
+    trained, evaluated = [], []
+    monkeypatch.setattr(train, "run", lambda settings, **where: trained.append(where) or main_process)
+    monkeypatch.setattr(evaluate, "run", lambda settings, **what: evaluated.append((settings, what)))
+    base, cell, out = tmp_path / "sft-model", tmp_path / "cell", tmp_path / "eval"
+    result = run_main("train", "--configfile", CONFIG, "--model", "tiny", "--dataset", "arith", "--variant", "grpo",
+                      "--base", base, "--data", CONFIG, "--cell", cell, "--seed", "3", "--bench", CONFIG,
+                      "--eval-dir", out)
+    assert result.returncode == 0, result.stderr
+    assert trained == [{"base": str(base), "data_path": CONFIG, "cell_dir": str(cell), "seed": 3}]
+    if not main_process:
+        assert evaluated == []
+        return
+    ((settings, what),) = evaluated
+    assert what == {"model_path": str(cell / "model"), "benchmark_paths": [CONFIG], "out_dir": str(out), "seed": 3,
+                    "step": "final"}
+    from grpo_lambda import config as study
+
+    assert settings == study.stage_settings(study.load(CONFIG), "evaluate", model="tiny", dataset="arith",
+                                            variant="grpo")
+
+
 if __name__ == "__main__":  # rewrite the recorded help after a deliberate change of a command
     import os
 

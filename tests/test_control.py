@@ -157,6 +157,17 @@ def test_each_effect_is_the_paired_difference_on_its_own_suite_over_the_sft_mode
     assert list(effects["predicted"]) == ["ahead", "behind"]
 
 
+def test_each_arms_accuracy_is_read_from_that_arms_own_runs(table):
+    """baseline_accuracy is the baseline's (grpo-clamp's) mean over its seeds, treatment_accuracy the treatment's:
+    on decoys-after 21.5/40 and 27.75/40, on decoys-before 23.5/40 and 20/40."""
+    effects = table[table["role"] == "effect"].set_index("dataset")
+    for dataset in ("decoys-after", "decoys-before"):
+        for column, variant in (("baseline_accuracy", "grpo-clamp"), ("treatment_accuracy", "recent-trace-0.99")):
+            assert effects.loc[dataset, column] == pytest.approx(np.mean(COUNTS[(dataset, variant)]) / N)
+            assert effects.loc[dataset, f"{column}_low"] < effects.loc[dataset, column] < effects.loc[
+                dataset, f"{column}_high"]
+
+
 def test_the_contrast_is_the_difference_of_the_effects_and_all_three_are_one_family(table):
     effects = table[table["role"] == "effect"].set_index("dataset")["estimate"]
     contrast = table[table["role"] == "contrast"].iloc[0]

@@ -62,6 +62,15 @@ def test_style_both_takes_eq_2s_decay(form):
     torch.testing.assert_close(weights[0], expected, rtol=1e-12, atol=1e-12)
 
 
+@pytest.mark.parametrize("form", ["absolute", "relative"])
+def test_style_early_weighs_the_first_token_fully_and_the_rest_by_their_distance_back(form):
+    """w_t = 1 + Σ_{l=1}^{t} κ^(t−l); at κ 0.9: 1, 2, 2.9, 3.71 (recent's decay would give 1, 1.9, 2.71, 3.44)."""
+    weights, _ = position_weights(0.9, style="early", form=form, width=40)
+    assert weights[0, :4].tolist() == pytest.approx([1.0, 2.0, 2.9, 3.71], abs=1e-12)
+    expected = torch.tensor([1 + sum(0.9 ** (t - l) for l in range(1, t + 1)) for t in range(40)], dtype=torch.float64)
+    torch.testing.assert_close(weights[0], expected, rtol=1e-12, atol=1e-12)
+
+
 def batch():
     generator = torch.Generator().manual_seed(3)
     logps = -torch.rand(2, 7, generator=generator, dtype=torch.float64)

@@ -180,7 +180,7 @@ def test_the_study_check_runs_every_stage_and_reads_the_accuracies(tmp_path):
 def fake_study_results(config: dict, *, accuracy: dict, flat: dict) -> None:
     """A results tree as the study's stages leave it, written by hand: each arm's evaluation summaries at the
     accuracy given, and each RL cell's train_log.csv with its steps at the share of groups with equal rewards
-    given for its variant (TRL's frac_reward_zero_std)."""
+    given for its variant (TRL's frac_reward_zero_std; a list: one share per step)."""
     from grpo_lambda import files, layout
 
     results = Path(config["results"])
@@ -194,7 +194,8 @@ def fake_study_results(config: dict, *, accuracy: dict, flat: dict) -> None:
         for benchmark in config["benchmarks"]:
             files.write_json(results / layout.evaluation(cell["model"], cell["dataset"], variant, cell["seed"], "final",
                                                          benchmark, "json"), {"accuracy": accuracy[variant]})
-        rows = "".join(f"{step},0.0,{flat[variant]},0.0\n" for step in range(1, config["rl"]["max_steps"] + 1))
+        shares = flat[variant] if isinstance(flat[variant], list) else [flat[variant]] * config["rl"]["max_steps"]
+        rows = "".join(f"{step},0.0,{share},0.0\n" for step, share in enumerate(shares, 1))
         files.write_text(results / layout.train_log(cell["model"], cell["dataset"], variant, cell["seed"]),
                          "step,loss,frac_reward_zero_std,reward\n" + rows)
 
@@ -203,7 +204,11 @@ def fake_study_results(config: dict, *, accuracy: dict, flat: dict) -> None:
     ({"sft": 0.0, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": 1.0, "recent-trace-0.99": 1.0}, "no-go"),
     ({"sft": 0.05, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": 1.0, "recent-trace-0.99": 1.0}, "go"),
     ({"sft": 0.0, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": 1.0, "recent-trace-0.99": 0.5}, "go"),
-])
+    # signal at the first step and none at the last: the cell's mean share over its steps is 0.5, not the last 1.0
+    ({"sft": 0.0, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": [0.0, 1.0], "recent-trace-0.99": [0.0, 1.0]}, "go"),
+    # none at the first step, signal at the last: learned too
+    ({"sft": 0.0, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": [1.0, 1.0], "recent-trace-0.99": [1.0, 0.5]}, "go"),
+], ids=["nothing", "sft-above-0", "one-cell-with-signal", "signal-early-only", "signal-late-only"])
 def test_the_small_study_says_no_go_when_it_learned_nothing_naming_why(tmp_path, monkeypatch, accuracy, flat, verdict):
     """As found: 'go' on a study whose own line read accuracy sft 0.000, grpo 0.000, recent-trace-0.99 0.000 and
     100% of groups with equal rewards. Now that is a failed study check, naming why; an arm above 0, or one RL step
@@ -216,6 +221,8 @@ def test_the_small_study_says_no_go_when_it_learned_nothing_naming_why(tmp_path,
     if verdict == "go":
         reason, details = study_check.check_study(context)
         assert details["accuracy"] == accuracy and "every RL cell logged its 2 steps" in reason
+        shares = [sum(f) / len(f) if isinstance(f, list) else f for f in flat.values()]
+        assert f"(groups with equal rewards: {sum(shares) / len(shares):.0%})" in reason
         return
     with pytest.raises(Fail) as failure:
         study_check.check_study(context)
@@ -224,9 +231,91 @@ def test_the_small_study_says_no_go_when_it_learned_nothing_naming_why(tmp_path,
            "frac_reward_zero_std 1 throughout)" in str(failure.value)
 
 
+def run_study_check(tmp_path, monkeypatch, *, study_config, accuracy, flat, logs=None):
+    """check_study over a results tree written by hand (fake_study_results; ``logs``: cell -> train_log.csv text
+    written over its own), its stages recorded instead of run. Returns (outcome, the stages' calls, the progress
+    lines, the context); the outcome is check_study's (reason, details) or the Fail it raised."""
+    from grpo_lambda import files
+
+    calls, lines = [], []
+    monkeypatch.setattr(study_check, "run_logged", lambda command, log, **kwargs: calls.append((command, log, kwargs)))
+    context = Context(study.load(ROOT / "config" / "config.yaml"), cpu=True, work=tmp_path,
+                                study_config=study_config, out=lines.append)
+    config = study.load(ROOT / DEFAULT_STUDY if study_config is None else study_config)
+    config = study_check.small_study(config) if study_config is None else config
+    config.update(seeds=[0], results=str(tmp_path / "study"))
+    fake_study_results(config, accuracy=accuracy, flat=flat)
+    for cell, text in (logs or {}).items():
+        files.write_text(tmp_path / "study" / cell / "train_log.csv", text)
+    try:
+        outcome = study_check.check_study(context)
+    except Fail as failure:
+        outcome = failure
+    return outcome, calls, lines, context
+
+
+def test_a_full_study_is_a_no_go_naming_each_arm_that_did_not_beat_sft(tmp_path, monkeypatch):
+    """--study-config: every stage runs at its full settings (no --threads), logged to study/logs/<label>.log with
+    a progress line each; an arm at or below SFT's accuracy is named, arms above it pass, each arm read from its
+    own cells."""
+    from grpo_lambda import layout
+
+    study_config = str(ROOT / "config" / "config.yaml")
+    flat = {"grpo": 0.5, "recent-trace-0.99": 0.5}
+    (reason, details), calls, lines, context = run_study_check(
+        tmp_path, monkeypatch, study_config=study_config, accuracy={"sft": 0.3, "grpo": 0.5, "recent-trace-0.99": 0.6},
+        flat=flat)
+    labels = [label for label, _ in study_check.study_commands({**study.load(study_config), "seeds": [0]})]
+    assert reason == f"{len(labels)} stages in 0 s; accuracy sft 0.300, grpo 0.500, recent-trace-0.99 0.600"
+    logs = [tmp_path / "study" / "logs" / f"{label.replace('/', '_')}.log" for label in labels]
+    assert [log for _, log, _ in calls] == logs
+    assert all(kwargs == {"timeout": 1800, "progress": context.progress} for _, _, kwargs in calls)
+    assert not any("--threads" in command for command, _, _ in calls)
+    assert lines[0] == f"  .. {'':14} stage 1/{len(labels)} {labels[0]} (log: {logs[0]})" and len(lines) == len(labels)
+    assert context.study_results == tmp_path / "study"
+    cells = {layout.cell("tiny", "arith", variant, 0) for variant in flat}
+    assert details == {"seconds": dict.fromkeys(labels, 0.0), "accuracy": {"sft": 0.3, "grpo": 0.5,
+                                                                           "recent-trace-0.99": 0.6},
+                       "results": str(tmp_path / "study"), "small": False,
+                       "train_logs": dict.fromkeys(cells, (25, True, 0.5))}
+    failure, *_ = run_study_check(tmp_path, monkeypatch, study_config=study_config, flat=flat,
+                                  accuracy={"sft": 0.3, "grpo": 0.3, "recent-trace-0.99": 0.6})
+    assert str(failure).endswith("; RL did not beat SFT: grpo")  # equal to SFT is not beating it
+    failure, *_ = run_study_check(tmp_path, monkeypatch, study_config=study_config, flat=flat,
+                                  accuracy={"sft": 0.3, "grpo": 0.2, "recent-trace-0.99": 0.1})
+    assert str(failure).endswith("; RL did not beat SFT: grpo, recent-trace-0.99")
+
+
+def test_the_small_study_names_a_cell_without_its_steps_or_with_a_loss_not_finite(tmp_path, monkeypatch):
+    """--cpu: its settings log every step, so a cell with fewer rows than steps, or a NaN loss, fails naming the
+    cell; its stages that train or evaluate run one torch thread. A log without frac_reward_zero_std has no share."""
+    from grpo_lambda import layout
+
+    accuracy, flat = {"sft": 0.0, "grpo": 0.0, "recent-trace-0.99": 0.0}, {"grpo": 0.5, "recent-trace-0.99": 0.5}
+    grpo, trace = layout.cell("tiny", "arith", "grpo", 0), layout.cell("tiny", "arith", "recent-trace-0.99", 0)
+    header = "step,loss,frac_reward_zero_std,reward\n"
+    failure, calls, _, _ = run_study_check(
+        tmp_path, monkeypatch, study_config=None, accuracy=accuracy, flat=flat,
+        logs={grpo: header + "1,0.0,0.5,0.0\n", trace: header + "1,0.0,0.5,0.0\n2,nan,0.5,0.0\n"})
+    assert str(failure).startswith("the small built-in study (--cpu): ")
+    assert str(failure).endswith(f"; RL cells without their steps: {grpo} (1 of 2 steps), "
+                                 f"{trace} (2 of 2 steps, a loss not finite)")
+    assert [command[-2:] == ["--threads", "1"] for command, _, _ in calls] == [
+        command[3] in ("sft", "train", "evaluate") for command, _, _ in calls]
+    unshared = {cell: "step,loss,reward\n1,0.0,0.0\n2,0.0,0.0\n" for cell in (grpo, trace)}
+    (reason, details), *_ = run_study_check(tmp_path, monkeypatch, study_config=None, accuracy=accuracy, flat=flat,
+                                            logs=unshared)
+    assert details["train_logs"] == {grpo: (2, True, None), trace: (2, True, None)}
+    assert reason.endswith("; every RL cell logged its 2 steps with finite losses; whether RL beats SFT is a full "
+                           "study's question (--study-config)")
+
+
 def test_nothing_learned_needs_both_zero_accuracy_and_no_signal():
     cells = {"a": (2, True, 1.0), "b": (2, True, 1.0)}
-    assert study_check.nothing_learned({"sft": 0.0, "grpo": 0.0}, cells).startswith("nothing was learned")
+    assert study_check.nothing_learned({"sft": 0.0, "grpo": 0.0}, cells) == (
+        "nothing was learned: accuracy 0 for every arm (sft, grpo) and every group of every RL step got equal rewards "
+        "(2 cell(s), frac_reward_zero_std 1 throughout), so every advantage was 0: the SFT model never reaches a "
+        "rewarded answer (check the model's prompt.txt, the answers and the reward)")
     assert study_check.nothing_learned({"sft": 0.0, "grpo": 0.01}, cells) is None
     assert study_check.nothing_learned({"sft": 0.0, "grpo": 0.0}, {**cells, "b": (2, True, 0.75)}) is None
     assert study_check.nothing_learned({"sft": 0.0, "grpo": 0.0}, {"a": (0, True, None)}) is None  # no steps: not told

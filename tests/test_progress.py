@@ -90,3 +90,33 @@ def test_each_progress_line_carries_its_own_steps_loss(tmp_path, caplog, monkeyp
         newest = max((logged_step for logged_step in logged if logged_step <= step), default=None)
         assert loss == (logged[newest] if newest else None), step
     assert len(set(logged.values())) == len(logged) > 1
+
+
+def test_the_end_of_run_warning_quotes_the_largest_flat_reward_not_the_last(caplog):
+    """Flat steps at reward 1.0, then 0.0: the groups all answered alike, the first time all right, so the warning
+    is not "every reward was 0"; it quotes the largest of the flat steps' rewards (a step's missing reward skipped)."""
+    feed(NoLearningSignal(), [(1.0, 0.25), (1.0, 1.0), (1.0, None), (1.0, 0.0)])
+    assert warnings(caplog) == ["all 4 logged steps: every group's completions got the same reward "
+                                "(frac_reward_zero_std 1, mean reward 1.0): the advantages are 0 and nothing is learned. "
+                                "Reward 1: too easy; otherwise check the reward"]
+
+
+def test_a_run_warned_of_after_its_steps_in_a_row_is_not_warned_of_again_at_its_end_or_after_a_later_streak(caplog):
+    """One warning a run: the one after NO_SIGNAL_STEPS flat steps in a row, not a second at the end of a run whose
+    every step was flat, nor another after a step with signal and a new streak."""
+    from grpo_lambda.progress import NO_SIGNAL_STEPS
+
+    feed(NoLearningSignal(), [(1.0, 0.0)] * (NO_SIGNAL_STEPS + 1))
+    assert len(warnings(caplog)) == 1 and warnings(caplog)[0].startswith(f"steps 1-{NO_SIGNAL_STEPS}: every reward")
+    caplog.clear()
+    feed(NoLearningSignal(), [(1.0, 0.0)] * NO_SIGNAL_STEPS + [(0.5, 0.2)] + [(1.0, 0.0)] * NO_SIGNAL_STEPS)
+    assert len(warnings(caplog)) == 1
+
+
+def test_stop_after_one_stops_at_the_first_flat_step_and_flat_steps_without_a_reward_are_still_warned_of(caplog):
+    with pytest.raises(NoLearningSignalError, match=r"^steps 2-2: .*training stopped after 1 such steps in a row$"):
+        feed(NoLearningSignal(stop_after=1), [(0.5, 0.2), (1.0, 0.0)])
+    feed(NoLearningSignal(), [(1.0, None), (1.0, None)])  # no reward logged: the warning says so, it does not fail
+    assert warnings(caplog) == ["all 2 logged steps: every group's completions got the same reward "
+                                "(frac_reward_zero_std 1, mean reward None): the advantages are 0 and nothing is "
+                                "learned. Reward 1: too easy; otherwise check the reward"]

@@ -58,8 +58,15 @@ def text_of(fragment: str) -> str:
 
 
 @pytest.fixture(scope="module")
-def default_run(tmp_path_factory):
-    config, tables = tables_of(DEFAULT_RUN, tmp_path_factory.mktemp("tables"))
+def default_tables(tmp_path_factory):
+    return tables_of(DEFAULT_RUN, tmp_path_factory.mktemp("tables"))
+
+
+@pytest.fixture
+def default_run(default_tables):
+    """The default run's config, tables and headline, the headline made in each test (mutmut credits a module
+    fixture's calls to the first test that uses it)."""
+    config, tables = default_tables
     return config, tables, headline.headline_html(config, tables, PNG)
 
 
@@ -108,6 +115,134 @@ def test_the_counts_are_the_tables_not_the_configs(default_run, tmp_path):
     config, tables, _ = default_run
     fewer = {**tables, "results_by_variant": tables["results_by_variant"].assign(n_seeds=3)}
     assert "the mean over 3 RL seeds" in text_of(headline.headline_html(config, fewer, PNG))
+
+
+def test_variants_with_different_seed_counts_are_described_by_their_range(default_run):
+    """GRPO evaluated on 4 RL seeds, the trace variant on 3: the summary and Figure 1's caption say "3 to 4 RL
+    seeds", not the larger count alone."""
+    config, tables, _ = default_run
+    by_variant = tables["results_by_variant"]
+    unequal = {**tables, "results_by_variant": by_variant.assign(
+        n_seeds=by_variant["n_seeds"].where(by_variant["variant"] != "recent-trace-0.99", 3))}
+    shown = text_of(headline.headline_html(config, unequal, PNG))
+    assert "2 RL variants, 3 to 4 RL seeds each" in shown and "the mean over 3 to 4 RL seeds" in shown
+    assert not re.search(r"(?<!to )4 RL seeds", shown)
+
+
+def test_each_primary_verdict_gives_the_size_of_its_own_holm_family(default_run):
+    """Three primary families, of one, one and two comparisons (Holm runs within a model and training set):
+    each verdict says "(of 1)" or "(of 2)", not the study's four primary rows nor a model's three."""
+    config, tables, _ = default_run
+    paired = tables["paired"]
+    row = paired[paired["family"] == "primary"]
+    others = pd.concat([row.assign(dataset="sums"), row.assign(model="other", label="first"),
+                        row.assign(model="other", label="second")])
+    shown = text_of(headline.headline_html(config, {**tables, "paired": pd.concat([row, others])}, PNG))
+    assert shown.count("(of 1)") == 2 and shown.count("(of 2)") == 2 and not re.search(r"\(of [34]\)", shown)
+    assert re.search(r"tiny / arith : recent/trace/0\.99 − GRPO: \S+ \[[^]]+\], Holm p \S+ \(of 1\)", shown)
+    assert re.search(r"other / arith : second − GRPO: \S+ \[[^]]+\], Holm p \S+ \(of 2\)", shown)
+
+
+def test_the_verdicts_numbers_and_missing_intervals_are_each_written_as_what_they_are(default_run):
+    """Primary rows written by hand: each verdict's class (ahead, behind, equivalent, else unresolved), a p at
+    0.001 shown as 0.001 and one below it as <0.001, a missing number as –, an infinite bound as too few seeds;
+    Table 1's cell without an interval shows its value alone. One model and training set: no prefix per row."""
+    config, tables, _ = default_run
+    row = tables["paired"][tables["paired"]["family"] == "primary"]
+    verdicts = ["ahead", "behind", "equivalent", "not distinguishable", None]
+    rows = pd.concat([row.assign(label=f"line{i}", verdict=v) for i, v in enumerate(verdicts)], ignore_index=True)
+    rows.loc[0, ["p_holm", "diff_low"]] = [0.001, -float("inf")]
+    rows.loc[1, ["p_holm", "diff", "diff_low", "diff_high"]] = [0.0009, float("nan"), float("nan"), float("nan")]
+    rows.loc[2, "p_holm"] = float("nan")
+    t1 = tables["table1"].copy()
+    t1.loc[0, ["average_low", "arith-1"]] = [float("nan"), float("nan")]
+    fragment = headline.headline_html(config, {**tables, "paired": rows, "table1": t1}, PNG)
+    for i, (verdict, kind) in enumerate(zip(verdicts, ["ahead", "behind", "equivalent", "unresolved", "unresolved"])):
+        assert f'<span class="verdict {kind}">{verdict or "–"}</span></li>' in fragment, verdict
+        assert f"<li>line{i} − GRPO: " in fragment
+    shown = text_of(fragment)
+    assert f"line0 − GRPO: {_signed(row['diff'].iloc[0])} [no interval: too few seeds], Holm p 0.001 (of 5)" in shown
+    assert "line1 − GRPO: – , Holm p <0.001 (of 5)" in shown and "line2 − GRPO: " in shown
+    assert re.search(r"line2 − GRPO: \S+ \[[^]]+\], Holm p – \(of 5\)", shown)
+    sft = re.search(r"<tr><td>SFT</td>(.*?)</tr>", fragment).group(1)
+    assert sft.startswith(f'<td class="average">{_level(t1.loc[0, "average"])}</td><td class="benchmark">–<br>')
+    assert fragment.count('<td class="average">') == len(t1) and fragment.count('<td class="benchmark">') == 5 * len(t1)
+    assert "<th>model</th>" not in fragment and "</li><li>line1 − GRPO" in fragment and "</tr><tr><td>GRPO" in fragment
+    assert "<h2>Primary comparisons (every line − GRPO; Holm within the family)</h2>" in fragment
+    assert "Greedy accuracy per benchmark and their unweighted average, the SFT model and every variant of tiny " \
+           "trained on arith. Bars" in fragment
+    assert fragment.endswith("(the provenance table, under Tables).</p></section>\n")
+    assert headline.headline_html(config, {**tables, "provenance": tables["provenance"].iloc[:0]}, PNG).endswith(
+        "</figcaption></figure></section>\n")
+    empty = headline.headline_html(config, {**tables, "paired": rows.iloc[:0]}, None)
+    assert "</h2><p>No comparison in the primary family (report.primary) yet.</p><p class=\"provenance\">" in empty
+
+
+def test_a_headline_before_any_result_says_so(default_run):
+    config, tables, _ = default_run
+    by_variant = tables["results_by_variant"]
+    nothing = {**tables, "results": tables["results"].iloc[:0], "table1": tables["table1"].iloc[:0],
+               "results_by_variant": by_variant[by_variant["variant"] == "sft"], "paired": tables["paired"].iloc[:0]}
+    assert headline.tally(config, nothing) == {"seeds": "no RL seed", "problems": "no benchmark", "models": [],
+                                               "datasets": [], "variants": []}
+    assert ("Results no model trained on nothing: 0 RL variants, no RL seed each, evaluated on no benchmark. "
+            in text_of(headline.headline_html(config, nothing, PNG)))
+
+
+def test_a_headline_of_several_models_and_training_sets_names_them_in_order(default_run):
+    """A second model ("7b") and a training set without a TOST margin: Table 1 gets a model column, each primary
+    row its model / training set in the order of the table, the summary every model and set; Figure 1 over the
+    mean of training sets says so; without a margin no TOST is quoted."""
+    config, tables, _ = default_run
+    config = {**config, "report": {**config["report"], "equivalence_margin": {}, "figure1_dataset": "mean"}}
+    t1 = pd.concat([tables["table1"], tables["table1"].assign(model="7b")], ignore_index=True)
+    row = tables["paired"][tables["paired"]["family"] == "primary"]
+    paired = pd.concat([row, row.assign(model="7b", dataset="sums")], ignore_index=True)  # not in sorted order
+    results = pd.concat([tables["results"], tables["results"].assign(model="7b", dataset="sums")], ignore_index=True)
+    results.loc[results["benchmark"] == "arith-1", "n"] = 50
+    results = results[results["benchmark"] != "arith-5"]  # a benchmark not evaluated yet is not counted
+    fragment = headline.headline_html(config, {**tables, "table1": t1, "paired": paired, "results": results}, PNG)
+    shown = text_of(fragment)
+    assert "<th>model</th><th></th><th>average</th>" in fragment
+    assert "<tr><td>7b</td><td>SFT</td>" in fragment and "<tr><td>tiny</td><td>GRPO</td>" in fragment
+    first, second = shown.index("tiny / arith : recent/trace/0.99 − GRPO"), shown.index("7b / sums : recent/trace/0.99")
+    assert first < second and "TOST" not in shown and fragment.count("(of 1): <span class=\"verdict") == 2
+    assert shown.startswith(" Results tiny, 7b trained on arith, sums: 2 RL variants, 4 RL seeds each, evaluated on "
+                            "arith-1: 50 problems; arith-2: 100 problems; arith-3: 100 problems; arith-4: 100 problems. ")
+    caption = text_of(re.search(r"<figcaption>(.*?)</figcaption>", fragment, re.S).group(1))
+    assert caption.startswith("Figure 1. Greedy accuracy per benchmark and their unweighted average, Table 1's rows: "
+                              "SFT and each method, mean over training sets. Bars: the mean over 4 RL seeds")
+
+
+def test_the_headline_file_is_written_from_the_tables_and_figure_with_what_made_the_run(default_run, tmp_path):
+    """grpo-lambda headline's main: the fragment of the tables' CSV files and Figure 1's PNG, with the commits
+    (12 characters, +changes kept) and library versions of the provenance table; a missing figure or table is
+    named."""
+    config, tables, _ = default_run
+    provenance = pd.DataFrame({"commit": ["abcdef1234567890+changes", "0000000000001234", "0000000000001234", None],
+                               "torch": ["2.13.0", "2.13.0", None, "2.13.0"], "transformers": ["5.17.0"] * 4,
+                               "trl": ["1.16.0", "1.15.0", None, None]})
+    folder, figures, out = tmp_path / "tables", tmp_path / "figures", tmp_path / "report" / "headline.html"
+    for name, frame in {**tables, "provenance": provenance}.items():  # a model named "7" is a name, not a number
+        write_table(frame.assign(model="7") if "model" in frame else frame, folder, name, table_formats(name))
+    with pytest.raises(FileNotFoundError, match=r"figure1\.png is missing: .*`grpo-lambda figures`"):
+        headline.main(config, folder, figures, out)
+    figures.mkdir()
+    (figures / "figure1.png").write_bytes(PNG)
+    assert headline.main(config, folder, figures, out) == str(out)
+    written = out.read_text()
+    assert written == headline.headline_html(config, headline.read_tables(folder), PNG)
+    assert "Results 7 trained on arith: " in text_of(written)
+    assert f'<img alt="Figure 1" src="data:image/png;base64,{base64.b64encode(PNG).decode()}">' in written
+    assert ('<p class="provenance">Made by commit 000000000000, abcdef123456+changes; torch 2.13.0; transformers '
+            '5.17.0; trl 1.15.0, 1.16.0 (the provenance table, under Tables).</p>') in written
+    unknown = headline.headline_html(config, {**tables, "provenance": provenance.assign(commit=None)}, PNG)
+    assert "Made by commit unknown; torch 2.13.0" in unknown
+    assert '<p class="provenance">' not in headline.headline_html(config, {**tables, "provenance": provenance.iloc[:0]},
+                                                                  PNG)
+    (folder / "table1.csv").unlink()
+    with pytest.raises(FileNotFoundError, match=r"table1\.csv is missing: .*`grpo-lambda aggregate`"):
+        headline.read_tables(folder)
 
 
 def test_the_headline_of_a_factorial_study_gives_its_simple_effects(tmp_path):

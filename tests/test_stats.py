@@ -408,6 +408,33 @@ def test_a_left_out_seed_stratum_still_counts_in_the_df():
     assert same.df == pytest.approx(999)
 
 
+def test_a_block_whose_seed_and_benchmark_strata_are_both_left_out_counts_once_in_the_df():
+    """3 seeds × 4 problems, right only at (1, 3) and (2, 2); the scores (x − 1/6)/12. In units of 1/12²: the seeds'
+    totals −2/3, 1/3, 1/3 spread V_r = 3/2 · 6/9 = 1.0 (df 2), the problems' −1/2, −1/2, 1/2, 1/2 spread
+    V_b = 4/3 · 1 = 4/3 (df 3), the seed × problem part is V_rb = 7/3 (df 6). Both strata are at or below it, so
+    both are left out and V = V_rb, the block on its own; the df count it once and the left-out seeds' V_r²/2:
+    V_rb² / (V_rb²/6 + V_r²/2) = 294/76 = 3.868 (counted twice, 294/125 = 2.352)."""
+    correct = np.zeros((3, 4))
+    correct[1, 3] = correct[2, 2] = 1.0
+    interval = mean_interval(correct)
+    assert interval.se ** 2 == pytest.approx(7 / 3 / 12 ** 2)
+    assert interval.df == pytest.approx(294 / 76)
+
+
+def test_a_seed_whose_difference_is_exactly_zero_counts_among_the_sign_flips_that_reach_the_observed_sum():
+    """Differences 0, 0.1, 0.2, 0.3: of the 16 sign vectors, the identity and the one that flips the 0 alone give
+    the observed sum 0.6 (a subset mean equal to μ = 0 counts), so the one-sided p is 2/16 and the two-sided 0.25,
+    not the floor 2^(1−4) = 0.125 of four seeds on one side. Likewise a subset mean equal to the TOST's margin."""
+    from grpo_lambda.seed_level import seed_interval
+    from grpo_lambda.signflip import sign_flip_equivalence_p, sign_flip_p
+
+    assert sign_flip_p([0.0, 0.1, 0.2, 0.3]) == pytest.approx(0.25)
+    assert seed_interval([0.0, 0.1, 0.2, 0.3]).p_value() == pytest.approx(0.25)
+    assert sign_flip_p([0.1, 0.2, 0.3, 0.4]) == pytest.approx(0.125)
+    # 0 and 0.5 at margin 0.5: against H0 mean ≥ 0.5 the subset {0.5} sits on the margin: (1 + 1)/4
+    assert sign_flip_equivalence_p([0.0, 0.5], 0.5) == pytest.approx(0.5)
+
+
 def test_the_sign_flip_equivalence_p_is_the_larger_of_its_two_one_sided_tests():
     """TOST by sign flips at margin 1: five differences of 0 lie inside it, each side's exact p 2^-5; five of 2
     (or −2) lie outside, and the side they are beyond gives 1; none is NaN; above 16 values the t test's."""

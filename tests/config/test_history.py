@@ -106,3 +106,13 @@ def test_a_config_without_history_is_said_to_record_nothing_and_a_models_own_sft
 def test_a_bad_change_entry_is_named_by_its_place():
     with pytest.raises(ValueError, match=r"changed_after_data\[1\]"):
         report_options(with_history({"changed_after_data": [{"change": "a"}, {"commit": "abc"}]}))
+
+
+def test_a_study_that_sets_no_sft_seed_trains_seed_0_and_its_reuse_is_refused():
+    """Neither sft.seed nor sft.seeds: the study trains SFT seed 0, and an earlier run's SFT seed 0 is a reuse."""
+    config = with_history({"seeds_run_before": {"rl": [], "sft": [0]}}, seeds=[10, 11])
+    config["sft"] = {k: v for k, v in config["sft"].items() if k not in ("seed", "seeds")}
+    with pytest.raises(study.ConfigError, match=r"sft\.seed: \[0\] were run before .*outside \[0\]"):
+        study.validate(config)
+    config["report"]["history"]["seeds_run_before"]["sft"] = [1]
+    assert report_options(study.validate(config))["history"]["seeds_run_before"]["sft"] == [1]
