@@ -61,12 +61,17 @@ KEYS = {
     "trend": ("horizon", False, "the primary pairs' trends with ln(chain length)"),
     "exploratory_trend": ("horizon", False, "the exploratory pairs' trends"),
     "control": ("control", False, "a control study's effects and their contrast (report.control)"),
+    "control_trend": ("control", False, "a dose-response control's trend of the effect on ln(relative weight)"),
     "checks": ("paired, learning_speed", True, "a check line's comparisons (report.checks), each alone"),
 }
 SEED_LEVEL_KEYS = tuple(key for key, (_, seed_level, _) in KEYS.items() if seed_level)
 
 REWARD_AUC, STEPS = "reward AUC", "steps to threshold"
 TREND, EXPLORATORY_TREND = "trend", "exploratory trend"
+CONTROL, CONTROL_TREND = "control", "control trend"
+# A control table's rows are told apart by their role (its published form has no family column): the effects
+# (and a contrast) are the control family, a dose-response control's trend its own.
+CONTROL_ROLES = {CONTROL: "effect", CONTROL_TREND: "trend"}
 FACTORIAL_REWARD_AUC = "reward_auc"
 SIMPLE, MAIN, INTERACTION = "simple", "main", "interaction"
 FACTORIAL_KINDS = {SIMPLE: 4, MAIN: 2, INTERACTION: 1}  # the 2 × 2's comparisons of each kind
@@ -143,6 +148,8 @@ def key_of(table: str, name: str) -> str:
         return "gain_over_sft"
     if table == "horizon" and name not in (TREND, EXPLORATORY_TREND):
         return "horizon_effects"
+    if table == "control":
+        return "control_trend" if name in (CONTROL_TREND, CONTROL_ROLES[CONTROL_TREND]) else "control"
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 
@@ -186,7 +193,7 @@ class Family:
             return "steps"
         if self.prefix == "auc_" or self.key.startswith("reward_auc"):
             return "reward_auc"
-        return "slope" if self.key in ("trend", "exploratory_trend") else "accuracy"
+        return "slope" if self.key in ("trend", "exploratory_trend", "control_trend") else "accuracy"
 
     @property
     def label(self) -> str:
@@ -197,6 +204,8 @@ class Family:
             return f"{self.name}, {'reward AUC' if self.prefix == 'auc_' else 'steps to threshold'}"
         if self.table == "horizon" and self.key == "horizon_effects":
             return f"{self.name}: effect per horizon"
+        if self.table == "control":
+            return CONTROL_TREND if self.key == "control_trend" else CONTROL
         return self.name
 
     def floor(self) -> float:
@@ -316,7 +325,9 @@ def declared_families(config: dict, options: dict) -> list[Family]:
             predicted = list(control["predicted"].values())
             contrast = predicted.count("ahead") == 1 and predicted.count("behind") == 1
             for _ in range(len(control["suites"]) + contrast):
-                add("control", model, "", "control", False)
+                add("control", model, "", CONTROL_ROLES[CONTROL], False, "role")
+            if control.get("levels"):
+                add("control", model, "", CONTROL_ROLES[CONTROL_TREND], False, "role")
     nested = what == "SFT models"
     return [Family(table, model, dataset, name, key_of(table, name), size, n, seed_level,
                    procedure(options, table, name, seed_level), column, prefix, nested,
@@ -328,8 +339,10 @@ def _spans_strata(table: str, dataset: str, name: str) -> bool:
     """Whether a family's comparisons span training sets (each its own SFT models): a horizon's trend, the
     rows pooled over all training sets. Its t test then has df from every stratum's SFT models and no exact
     test over one set of SFT models backs it (a control's contrast does too, but its family also holds the
-    per-set effects, which an exact test backs: the family is read as theirs)."""
-    return (table == "horizon" and name in (TREND, EXPLORATORY_TREND)) or dataset == ALL_DATASETS
+    per-set effects, which an exact test backs: the family is read as theirs; a dose-response control's trend
+    is a family of its own, and spans)."""
+    return ((table == "horizon" and name in (TREND, EXPLORATORY_TREND)) or (table == "control" and name == CONTROL_ROLES[CONTROL_TREND])
+            or dataset == ALL_DATASETS)
 
 
 def refusal(family: Family, alpha: float, what: str) -> str:
