@@ -22,7 +22,8 @@ family: the trend, the least-squares slope of the effect on ln r_d,
 whose interval spans the levels' independent SFT models (grpo_lambda.tables.horizon reads a horizon's trend
 the same way). Its sign is declared (``report.control.trend``) and it is tested one-sided: p is half the
 two-sided p where the slope points the declared way, one minus that half where it does not, so a trend
-against the prediction is never "as predicted" and never resolved. Its MDE is the one-sided test's.
+against the prediction is never "as predicted" and never resolved. Its MDE is the one-sided test's; its
+interval stays the two-sided 95% one.
 The table then also carries each row's ``relative_weight`` and ``family``.
 """
 
