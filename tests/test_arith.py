@@ -151,3 +151,36 @@ def test_decoys_are_refused_without_boxed_answers_or_with_an_unknown_position():
         arith.generate(5, seed=1, columns=2, carry_free_share=0.5, decoys=1, box_rate=0.5)
     with pytest.raises(ValueError, match="decoy_position"):
         arith.generate(5, seed=1, columns=2, carry_free_share=0.5, decoys=1, decoy_position="middle")
+
+
+# ---- a tail: how much follows every carry --------------------------------------------------------------
+
+
+def test_a_tail_appends_carry_free_sums_after_every_chain_and_changes_nothing_else():
+    """Every tail length holds the same problems, decoys and teacher errors (the tail sums have a generator of
+    their own): the row without its tail is the row of tail_sums 0, byte for byte; each tail sum is listed
+    after "; then", never carries, is worked right after every other chain, and holds no box."""
+    plain = _decoy_rows("after")
+    for tail in (1, 3):
+        rows = _decoy_rows("after", tail_sums=tail)
+        for row, base in zip(rows, plain):
+            head, _, listed = row["problem"].rpartition("; then ")
+            assert head + ")" == base["problem"]
+            sums = listed.rstrip(")").split(", ")
+            assert len(sums) == tail
+            assert row["solution"].startswith(base["solution"] + " ")
+            rest = row["solution"][len(base["solution"]) + 1:]
+            assert "boxed" not in rest
+            chains = [f"{s}: {arith.solution_steps([int(x) for x in s.split('+')])[0]}" for s in sums]
+            assert rest == " ".join(chains)
+            for s in sums:
+                assert arith.carry_columns([int(x) for x in s.split("+")]) == []
+            assert (row["answer"], row["step_errors"]) == (base["answer"], base["step_errors"])
+            assert grade(row["solution"], row["answer"]) == grade(base["solution"], base["answer"])
+
+
+def test_a_tail_is_refused_without_decoys_or_below_zero():
+    with pytest.raises(ValueError, match="tail_sums"):
+        arith.generate(5, seed=1, columns=2, carry_free_share=0.5, tail_sums=1)
+    with pytest.raises(ValueError, match="tail_sums"):
+        arith.generate(5, seed=1, columns=2, carry_free_share=0.5, decoys=1, tail_sums=-1)

@@ -10,13 +10,12 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-import torch
 
 from conftest import ROOT
+from control_weights import carry_weights, token_weights
 from grpo_lambda import config as study
 from grpo_lambda.config.report import report_options
-from grpo_lambda.data import arith
-from grpo_lambda.objectives import ObjectiveParams, policy_loss
+from grpo_lambda.objectives import ObjectiveParams
 from grpo_lambda.tables.cells import Cells
 from grpo_lambda.tables.control import control_table
 from grpo_lambda.tables.keys import KEYS
@@ -24,51 +23,9 @@ from grpo_lambda.tables.keys import KEYS
 CONFIG = study.load(ROOT / "config" / "positive-control.yaml")
 
 
-def token_weights(params: ObjectiveParams, length: int) -> np.ndarray:
-    """w_c: minus the gradient of the loss of one completion of ``length`` tokens (advantage 1, on policy,
-    dapo's normaliser) with respect to each token's log-probability, times the token count."""
-    logps = torch.full((1, length), -0.5, dtype=torch.float64, requires_grad=True)
-    loss, _ = policy_loss(logps, None, None, torch.ones(1, dtype=torch.float64), torch.ones(1, length), params)
-    loss.backward()
-    return (-logps.grad[0] * length).numpy()
-
-
-def carry_positions(problem: str, solution: str) -> tuple[int, list[int]]:
-    """Where the graded chain's carry into its tens column sits in the completion (its token: the tiny
-    tokenizer is one token a character), and where each decoy's sits."""
-    graded = problem.split(" (also ")[0].removesuffix("=?")
-    decoys = problem.split(" (also ")[1].rstrip(")").split(", ")
-
-    def carry_of(operands: str) -> int:
-        start = solution.index(operands + ": ") + len(operands) + 2
-        tens = start + solution[start:].index(", ") + 2
-        return tens + solution[tens:].index("=") - 1  # the last addend of the tens column: the carry
-    return carry_of(graded), [carry_of(d) for d in decoys]
-
-
 def layout_weights(position: str) -> tuple[float, list[float], float, list[float]]:
-    """The trace's and GRPO's weights of the deciding carry and of the decoys' carries, averaged over the
-    control's training problems whose graded chain carries out of its units column."""
-    params = {name: ObjectiveParams(**{k: v for k, v in spec.items() if k in ObjectiveParams.__dataclass_fields__},
-                                    advantage_clamp=-0.1)
-              for name, spec in (("trace", {"objective": "grpo_lambda", "lam": 0.99, "style": "recent",
-                                            "update": "trace", "form": "relative"}),
-                                 ("grpo", {"objective": "grpo"}))}
-    spec = CONFIG["datasets"][f"decoys-{position}"]
-    rows = arith.generate(80, seed=spec["seed"], columns=2, carry_free_share=0.35, carry_error_rate=0.0,
-                          decoys=2, decoy_position=position)
-    graded_w, decoy_w = {"trace": [], "grpo": []}, {"trace": [], "grpo": []}
-    for row in rows:
-        operands = [int(x) for x in row["problem"].split(" (also ")[0].removesuffix("=?").split("+")]
-        if 0 not in arith.carry_columns(operands):
-            continue
-        graded, decoys = carry_positions(row["problem"], row["solution"])
-        for name, p in params.items():
-            w = token_weights(p, len(row["solution"]) + 1)  # its tokens and the end of sequence
-            graded_w[name].append(w[graded])
-            decoy_w[name].append([w[d] for d in decoys])
-    return (float(np.mean(graded_w["trace"])), list(np.mean(decoy_w["trace"], axis=0)),
-            float(np.mean(graded_w["grpo"])), list(np.mean(decoy_w["grpo"], axis=0)))
+    """The trace's and GRPO's weights of the deciding carry and of the decoys' carries (control_weights)."""
+    return carry_weights(CONFIG["datasets"][f"decoys-{position}"])
 
 
 @pytest.mark.parametrize("path", ["config/positive-control.yaml", "docs/positive-control-run/README.md"])

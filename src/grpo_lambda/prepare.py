@@ -36,7 +36,7 @@ def rows_for(settings: dict, summary: files.ReadSummary | None = None) -> tuple[
     if settings["source"] == "synthetic":
         horizon = {"columns": settings["columns"], "carry_free_share": settings.get("carry_free_share", 1.0)} \
             if "columns" in settings else {}
-        horizon.update({key: settings[key] for key in ("decoys", "decoy_position") if key in settings})
+        horizon.update({key: settings[key] for key in ("decoys", "decoy_position", "tail_sums") if key in settings})
         if role == "train":
             rows = arith.generate(settings["n"], seed=settings["seed"], levels=settings.get("levels"),
                                   box_rate=settings.get("box_rate", 1.0),

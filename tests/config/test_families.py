@@ -12,6 +12,7 @@ from dataclasses import replace
 import subprocess
 import sys
 
+import pandas as pd
 import pytest
 import yaml
 
@@ -110,9 +111,11 @@ def tables_families(tables: dict) -> dict:
     """(table, model, dataset, family column, name) -> (size, procedures) of every family the tables hold."""
     found = {}
     control = tables.get("control")
-    if control is not None and not control.empty:  # one family over its rows (no family column)
-        for model, rows in control.groupby("model"):
-            found[("control", model, "", "family", "control")] = (len(rows), set(rows["procedure"]))
+    if control is not None and not control.empty:  # the effects' family and a trend's, told apart by role
+        families = control["family"] if "family" in control else pd.Series("control", index=control.index)
+        for (model, name), rows in control.groupby([control["model"], families]):
+            role = {"control": "effect", "control trend": "trend"}[name]
+            found[("control", model, "", "role", role)] = (len(rows), set(rows["procedure"]))
     for (table, column), prefix in FAMILY_COLUMNS.items():
         frame = tables.get(table)
         if frame is None or column not in frame:

@@ -2,7 +2,12 @@
 pair of variants (``pair``: treatment and baseline) on training sets built so that the objective's own
 weighting predicts the sign of the treatment's effect on each (``suites``: training set -> its held-out
 suite; ``predicted``: training set -> ``ahead`` or ``behind``), declared before the run; the tables test each
-effect and, with two training sets of opposite predictions, their contrast (grpo_lambda.tables.control)."""
+effect and, with two training sets of opposite predictions, their contrast (grpo_lambda.tables.control).
+
+A dose-response control also declares ``levels`` (training set -> the deciding token's weight under the
+treatment relative to the other decisions', the baseline's 1: derived from the loss's gradient, and checked
+there by the tests) and ``trend`` (the predicted sign of the slope of the effect on the log of that weight,
+tested one-sided). A level weighted above 1 must be predicted ahead, one below 1 behind."""
 
 from __future__ import annotations
 
@@ -23,8 +28,9 @@ def control(config: dict, given) -> dict | None:
     if given is None:
         return None
     if not isinstance(given, dict) or not {"suites", "pair", "predicted"} <= set(given) <= {
-            "suites", "pair", "predicted", "equivalence_margin"}:
-        raise ValueError("report.control must be {suites, pair, predicted} (and an equivalence_margin)")
+            "suites", "pair", "predicted", "equivalence_margin", "levels", "trend"}:
+        raise ValueError("report.control must be {suites, pair, predicted} (and an equivalence_margin; "
+                         "levels and trend for a dose-response control)")
     suites, pair, predicted = given["suites"], given["pair"], given["predicted"]
     if not isinstance(suites, dict) or not suites:
         raise ValueError("report.control.suites must map each training set to its held-out suite")
@@ -42,4 +48,36 @@ def control(config: dict, given) -> dict | None:
     margin = given.get("equivalence_margin")
     if margin is not None and not (isinstance(margin, (int, float)) and margin > 0):
         raise ValueError(f"report.control.equivalence_margin must be a positive number, got {margin!r}")
-    return {"suites": dict(suites), "pair": dict(pair), "predicted": dict(predicted), "equivalence_margin": margin}
+    levels, trend = dose_levels(given, suites, predicted)
+    return {"suites": dict(suites), "pair": dict(pair), "predicted": dict(predicted), "equivalence_margin": margin,
+            "levels": levels, "trend": trend}
+
+
+MIN_LEVELS = 3  # a slope with fewer has no df left to doubt it by
+
+
+def dose_levels(given: dict, suites: dict, predicted: dict) -> tuple[dict | None, str | None]:
+    """``levels`` (training set -> relative weight) and ``trend`` (ahead or behind) of a dose-response control,
+    both or neither; (None, None) for a plain control."""
+    levels, trend = given.get("levels"), given.get("trend")
+    if levels is None and trend is None:
+        return None, None
+    if levels is None or trend is None:
+        raise ValueError("report.control: levels and trend go together (a dose-response control declares both)")
+    if not isinstance(levels, dict) or set(levels) != set(suites) or len(levels) < MIN_LEVELS:
+        raise ValueError(f"report.control.levels must give every training set of suites {list(suites)} its relative "
+                         f"weight ({MIN_LEVELS} levels at least), got {levels!r}")
+    for dataset, weight in levels.items():
+        if isinstance(weight, bool) or not isinstance(weight, (int, float)) or not weight > 0:
+            raise ValueError(f"report.control.levels.{dataset}: a relative weight must be a positive number, "
+                             f"got {weight!r}")
+        if weight == 1 or predicted[dataset] != ("ahead" if weight > 1 else "behind"):
+            raise ValueError(f"report.control.levels.{dataset}: relative weight {weight} predicts "
+                             f"{'nothing' if weight == 1 else 'ahead' if weight > 1 else 'behind'}, but "
+                             f"report.control.predicted.{dataset} is {predicted[dataset]!r}")
+    if len(set(levels.values())) != len(levels):
+        raise ValueError("report.control.levels: two levels with the same relative weight leave no dose between them")
+    if trend not in DIRECTIONS:
+        raise ValueError(f"report.control.trend must be one of {list(DIRECTIONS)} (the predicted sign of the slope "
+                         f"of the effect on ln(relative weight)), got {trend!r}")
+    return {dataset: float(weight) for dataset, weight in levels.items()}, trend

@@ -30,7 +30,7 @@ def _check_data_names(config: dict, source: str) -> None:
 
 # The dataset keys only some sources read (the others apply to every source: limit, max_prompt_chars).
 DATA_KEY_SOURCES = {**dict.fromkeys(("n", "seed", "level", "levels", "box_rate", "carry_error_rate", "columns",
-                                     "carry_free_share", "decoys", "decoy_position"), ("synthetic",)),
+                                     "carry_free_share", "decoys", "decoy_position", "tail_sums"), ("synthetic",)),
                     "name": ("registry",), "path": ("file", "registry"),
                     **dict.fromkeys(("hub_id", "config", "revision"), ("hub", "registry")),
                     **dict.fromkeys(("split", "fields", "answer_kind"), ("file", "hub", "registry"))}

@@ -29,7 +29,8 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass
 
-from grpo_lambda.config.family_names import (ALL_DATASETS, AVERAGE, DESCRIPTIVE, EXPLORATORY_TREND, FACTORIAL_KINDS,
+from grpo_lambda.config.family_names import (ALL_DATASETS, AVERAGE, CONTROL, CONTROL_ROLES, CONTROL_TREND, DESCRIPTIVE,
+                                             EXPLORATORY_TREND, FACTORIAL_KINDS,
                                              FACTORIAL_REWARD_AUC, HOLM, MAX_T, REWARD_AUC, STEPS, TREND,
                                              factorial_family, horizon_family, key_of, paired_family, procedure,
                                              speed_family)
@@ -66,7 +67,7 @@ class Family:
             return "steps"
         if self.prefix == "auc_" or self.key.startswith("reward_auc"):
             return "reward_auc"
-        return "slope" if self.key in ("trend", "exploratory_trend") else "accuracy"
+        return "slope" if self.key in ("trend", "exploratory_trend", "control_trend") else "accuracy"
 
     @property
     def label(self) -> str:
@@ -77,6 +78,8 @@ class Family:
             return f"{self.name}, {'reward AUC' if self.prefix == 'auc_' else 'steps to threshold'}"
         if self.table == "horizon" and self.key == "horizon_effects":
             return f"{self.name}: effect per horizon"
+        if self.table == "control":
+            return CONTROL_TREND if self.key == "control_trend" else CONTROL
         return self.name
 
     def floor(self) -> float:
@@ -196,7 +199,9 @@ def declared_families(config: dict, options: dict) -> list[Family]:
             predicted = list(control["predicted"].values())
             contrast = predicted.count("ahead") == 1 and predicted.count("behind") == 1
             for _ in range(len(control["suites"]) + contrast):
-                add("control", model, "", "control", False)
+                add("control", model, "", CONTROL_ROLES[CONTROL], False, "role")
+            if control.get("levels"):
+                add("control", model, "", CONTROL_ROLES[CONTROL_TREND], False, "role")
     nested = what == "SFT models"
     return [Family(table, model, dataset, name, key_of(table, name), size, n, seed_level,
                    procedure(options, table, name, seed_level), column, prefix, nested,
@@ -208,8 +213,10 @@ def _spans_strata(table: str, dataset: str, name: str) -> bool:
     """Whether a family's comparisons span training sets (each its own SFT models): a horizon's trend, the
     rows pooled over all training sets. Its t test then has df from every stratum's SFT models and no exact
     test over one set of SFT models backs it (a control's contrast does too, but its family also holds the
-    per-set effects, which an exact test backs: the family is read as theirs)."""
-    return (table == "horizon" and name in (TREND, EXPLORATORY_TREND)) or dataset == ALL_DATASETS
+    per-set effects, which an exact test backs: the family is read as theirs; a dose-response control's trend
+    is a family of its own, and spans)."""
+    return ((table == "horizon" and name in (TREND, EXPLORATORY_TREND)) or (table == "control" and name == CONTROL_ROLES[CONTROL_TREND])
+            or dataset == ALL_DATASETS)
 
 
 def refusal(family: Family, alpha: float, what: str) -> str:

@@ -37,12 +37,17 @@ KEYS = {
     "trend": ("horizon", False, "the primary pairs' trends with ln(chain length)"),
     "exploratory_trend": ("horizon", False, "the exploratory pairs' trends"),
     "control": ("control", False, "a control study's effects and their contrast (report.control)"),
+    "control_trend": ("control", False, "a dose-response control's trend of the effect on ln(relative weight)"),
     "checks": ("paired, learning_speed", True, "a check line's comparisons (report.checks), each alone"),
 }
 SEED_LEVEL_KEYS = tuple(key for key, (_, seed_level, _) in KEYS.items() if seed_level)
 
 REWARD_AUC, STEPS = "reward AUC", "steps to threshold"
 TREND, EXPLORATORY_TREND = "trend", "exploratory trend"
+CONTROL, CONTROL_TREND = "control", "control trend"
+# A control table's rows are told apart by their role (its published form has no family column): the effects
+# (and a contrast) are the control family, a dose-response control's trend its own.
+CONTROL_ROLES = {CONTROL: "effect", CONTROL_TREND: "trend"}
 FACTORIAL_REWARD_AUC = "reward_auc"
 SIMPLE, MAIN, INTERACTION = "simple", "main", "interaction"
 FACTORIAL_KINDS = {SIMPLE: 4, MAIN: 2, INTERACTION: 1}  # the 2 × 2's comparisons of each kind
@@ -117,6 +122,8 @@ def key_of(table: str, name: str) -> str:
         return "gain_over_sft"
     if table == "horizon" and name not in (TREND, EXPLORATORY_TREND):
         return "horizon_effects"
+    if table == "control":
+        return "control_trend" if name in (CONTROL_TREND, CONTROL_ROLES[CONTROL_TREND]) else "control"
     return re.sub(r"[^a-z0-9]+", "_", name.lower()).strip("_")
 
 

@@ -51,6 +51,18 @@ decoys' carries as much as the deciding one, and a method that weights token pos
 (GRPO-λ's trace, which at ratio 1 weights token c by Σ_{t ≥ c} W[t, c], most at the start) separates them
 more or less than it, by where the deciding token sits. The same tokens in both layouts, in another order.
 
+A tail: how much follows every carry (``tail_sums``). After the chains above, the solution may write
+``tail_sums`` more 2-column sums that never carry (listed in the problem after ``; then``), chains with no
+decision in them::
+
+    38+47=? (also 25+17, 66+28; then 12+34)
+    38+47: ... \boxed{85} 25+17: ... 66+28: ... 12+34: 2+4=6 (6), 1+3=4 (46).
+
+A trace's weight of a token falls off only near the completion's end (at ratio 1, 1 − κ^(T−c) over 1 − κ),
+so a longer tail brings the weights of every carry closer together: the deciding carry's weight relative to
+the decoys' shrinks toward GRPO's 1, the dose of a dose-response control. The tail sums come from a
+generator of their own, so every tail length holds the same problems, decoys and teacher errors.
+
 Training and held-out problems never overlap: a problem belongs to the held-out side iff a stable
 hash of its text is divisible by ``HELD_OUT_MODULUS``, whatever seed or level generated it.
 """
@@ -174,6 +186,21 @@ def with_decoys(row: dict, decoys: list[list[int]], position: str, wrong: list[f
     return {**row, "problem": problem, "solution": solution}
 
 
+def _tail_operands(rng: random.Random) -> list[int]:
+    """Two 2-digit operands whose columns never carry: a chain with no carry decision."""
+    a0, a1 = rng.randint(0, 9), rng.randint(1, 8)
+    return [10 * a1 + a0, 10 * rng.randint(1, 9 - a1) + rng.randint(0, 9 - a0)]
+
+
+def with_tail(row: dict, sums: list[list[int]]) -> dict:
+    """``row`` (a problem with decoys) with the carry-free ``sums`` listed after ``; then`` in its problem and
+    worked after every chain of its solution."""
+    chains = [f"{'+'.join(map(str, ops))}: {solution_steps(ops)[0]}" for ops in sums]
+    listed = ", ".join("+".join(map(str, ops)) for ops in sums)
+    return {**row, "problem": f"{row['problem'].removesuffix(')')}; then {listed})",
+            "solution": " ".join([row["solution"], *chains])}
+
+
 def graded_chain(problem: str, completion: str) -> tuple[str, str]:
     """The graded sum and its own chain out of a problem with decoys and a completion of it (the text after
     ``<sum>:`` up to its boxed answer), for :func:`first_error`; the problem and completion as they are
@@ -193,7 +220,7 @@ def graded_chain(problem: str, completion: str) -> tuple[str, str]:
 def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bool = False,
              box_rate: float = 1.0, carry_error_rate: float = 0.0, prefix: str = "arith",
              columns: int | None = None, carry_free_share: float | None = None, decoys: int = 0,
-             decoy_position: str = "after") -> list[dict]:
+             decoy_position: str = "after", tail_sums: int = 0) -> list[dict]:
     """``n`` distinct problems drawn uniformly over ``levels``, or at one horizon of ``columns``
     columns whose carry-free share is ``carry_free_share`` (see the module docstring); deterministic
     in ``seed``.
@@ -203,10 +230,14 @@ def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bo
     with probability ``carry_error_rate``), ``level`` (the level, or the number of columns),
     ``carries`` (how many columns of the correct chain carry) and ``step_errors`` (wrong carries in
     the target); with ``decoys``, each problem carries that many ungraded sums, worked ``decoy_position``
-    its own chain (module docstring), their carries dropped at the same rate.
+    its own chain (module docstring), their carries dropped at the same rate, and ``tail_sums`` carry-free
+    sums after every chain (module docstring, "A tail").
     """
     if decoys and (box_rate != 1.0 or decoy_position not in DECOY_POSITIONS):
         raise ValueError(f"decoys need box_rate 1 and decoy_position in {DECOY_POSITIONS}")
+    if not (isinstance(tail_sums, int) and tail_sums >= 0) or (tail_sums and not decoys):
+        raise ValueError(f"tail_sums must be an integer >= 0, with decoys, got {tail_sums!r}")
+    tail_rng = random.Random(f"{seed}-tail")
     if columns is not None:
         if levels is not None:
             raise ValueError("give levels or columns, not both")
@@ -245,6 +276,8 @@ def generate(n: int, *, seed: int, levels: list[int] | None = None, held_out: bo
             extra = [_decoy_operands(rng) for _ in range(decoys)]
             extra_wrong = [frozenset(c for c in carry_columns(ops) if rng.random() < carry_error_rate) for ops in extra]
             row = with_decoys(row, extra, decoy_position, extra_wrong)
+        if tail_sums:
+            row = with_tail(row, [_tail_operands(tail_rng) for _ in range(tail_sums)])
         if row["problem"] in seen or is_held_out(row["problem"]) != held_out:
             continue
         seen.add(row["problem"])

@@ -28,7 +28,8 @@ to one folder:
 ``horizon_errors``      a horizon study's: per chain length and arm, where the greedy chains first go
                         wrong (a carry, or elsewhere) and where the first carry error sits
 ``control``             a control study's (``report.control``): a pair's effect on each training set's own
-                        suite against the direction declared before the run, and the contrast of the two
+                        suite against the direction declared before the run, and the contrast of the two,
+                        or a dose-response control's trend of the effect on ln(relative weight)
 ``diagnostics``         per variant, clip fractions, entropy, KL, groups without signal, DAPO's dropped
                         groups: mean over steps, t interval over seeds
 ``final_reward``        per run, the mean training reward of its last ``report.final_window`` steps

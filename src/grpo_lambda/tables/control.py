@@ -12,6 +12,19 @@ models: independent strata), predicted positive. Every row of a model is one fam
 (Holm over the effects and the contrast). ``outcome`` reads the verdict against the prediction: ``as
 predicted`` (resolved in the predicted direction), ``opposite`` (resolved the other way), or ``not resolved``.
 With several SFT models per training set (``sft.seeds``) the intervals are over them.
+
+A dose-response control (``report.control.levels``: training set -> r_d, the deciding token's weight under
+the treatment relative to the other decisions', derived from the loss's gradient) adds one row, its own
+family: the trend, the least-squares slope of the effect on ln r_d,
+
+    b = Σ_d c_d Δ_d,      c_d = (x_d − x̄) / Σ_d (x_d − x̄)²,      x_d = ln r_d,
+
+whose interval spans the levels' independent SFT models (grpo_lambda.tables.horizon reads a horizon's trend
+the same way). Its sign is declared (``report.control.trend``) and it is tested one-sided: p is half the
+two-sided p where the slope points the declared way, one minus that half where it does not, so a trend
+against the prediction is never "as predicted" and never resolved. Its MDE is the one-sided test's; its
+interval stays the two-sided 95% one.
+The table then also carries each row's ``relative_weight`` and ``family``.
 """
 
 from __future__ import annotations
@@ -19,13 +32,15 @@ from __future__ import annotations
 import numpy as np
 import pandas as pd
 
-from grpo_lambda.config.family_names import DESCRIPTIVE
+from grpo_lambda.config.family_names import CONTROL, CONTROL_TREND, DESCRIPTIVE
+from grpo_lambda.stats import minimum_detectable_effect
 from grpo_lambda.tables.cells import Cells, interval_columns, scaled
-from grpo_lambda.tables.horizon import _accuracy, _per_seed, signal
+from grpo_lambda.tables.horizon import _accuracy, _per_seed, signal, slope_weights
 from grpo_lambda.tables.keys import FINAL, SFT
-from grpo_lambda.tables.verdicts import AHEAD, BEHIND, add_verdicts, comparison_columns
+from grpo_lambda.tables.verdicts import AHEAD, BEHIND, POWER, add_verdicts, comparison_columns
 
-EFFECT, CONTRAST = "effect", "contrast"
+EFFECT, CONTRAST, TREND = "effect", "contrast", "trend"
+TREND_NAME = "slope on ln(relative weight)"
 NO_VERDICT = "no verdict"
 COLUMNS = ["model", "role", "dataset", "benchmark", "predicted", "sft_accuracy", "sft_accuracy_low",
            "sft_accuracy_high", "steps_with_signal", "baseline_accuracy", "baseline_accuracy_low",
@@ -33,6 +48,9 @@ COLUMNS = ["model", "role", "dataset", "benchmark", "predicted", "sft_accuracy",
            "estimate", "estimate_low", "estimate_high", "seeds", "per_seed", "se", "df", "p", "p_floor",
            "sft_models", "p_t", "p_exact", "procedure", "p_holm", "p_equivalence", "p_equivalence_holm", "mde",
            "verdict", "outcome"]
+# A dose-response control's table (report.control.levels): each level's relative weight, and the family column
+# that tells the levels' effects from the trend (and lets a later design check read this run as its pilot).
+DOSE_COLUMNS = [*COLUMNS[:5], "relative_weight", *COLUMNS[5:], "family"]
 
 
 def outcome(verdict: str, predicted: str, procedure: str = "") -> str:
@@ -50,6 +68,8 @@ def control_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
         return pd.DataFrame(columns=COLUMNS)
     level, margin = float(options["level"]), design["equivalence_margin"]
     treatment, baseline = design["pair"]["treatment"], design["pair"]["baseline"]
+    levels = design.get("levels")
+    slopes = dict(zip(levels, slope_weights(list(levels.values())))) if levels else {}
     rows = []
     for model in config["models"]:
         differences = {}
@@ -80,11 +100,53 @@ def control_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
             rows.append({"model": model, "role": CONTRAST, "dataset": f"{ahead[0]} − {behind[0]}", "benchmark": "",
                          "predicted": AHEAD, **interval_columns("estimate", interval), "seeds": np.nan,
                          "per_seed": "", **comparison_columns(interval, level, None)})
-    frame = pd.DataFrame(rows, columns=COLUMNS)
+        if levels:
+            rows.append(trend_row(cells, model, differences, slopes, design["trend"], level))
+    columns = DOSE_COLUMNS if levels else COLUMNS
+    frame = pd.DataFrame(rows, columns=columns)
     if frame.empty:
         return frame
-    frame["family"] = "control"
+    frame["family"] = [CONTROL_TREND if role == TREND else CONTROL for role in frame["role"]]
+    if levels:
+        frame["relative_weight"] = [levels.get(dataset, np.nan) for dataset in frame["dataset"]]
     frame = add_verdicts(frame.drop(columns=["p_holm", "p_equivalence_holm", "verdict", "outcome"]), "estimate",
                          ["model", "family"], level, options=options, table="control")
+    trends = (frame["role"] == TREND) & np.isfinite(frame["mde"].astype(float))
+    # the one-sided test's MDE (its family is the trend alone, m = 1): a two-sided test at 2α has the
+    # one-sided test's critical value at α
+    frame.loc[trends, "mde"] = [minimum_detectable_effect(se, df, 2 * (1 - level), POWER)
+                                for se, df in zip(frame.loc[trends, "se"], frame.loc[trends, "df"])]
     frame["outcome"] = [outcome(v, p, c) for v, p, c in zip(frame["verdict"], frame["predicted"], frame["procedure"])]
-    return frame.drop(columns=["family"])[COLUMNS]
+    return frame[columns]
+
+
+def trend_mde(level_se: float, levels: dict[str, float], sft_models: int, level: float = 0.95) -> float:
+    """The smallest slope the one-sided trend test detects with 80% power, where each level's effect has
+    standard error ``level_se`` over ``sft_models`` SFT models (df K − 1): the slope's standard error is
+    level_se · √Σ c_d² (independent levels), a design check's MDE for the trend from its levels' MDE."""
+    weights = slope_weights(list(levels.values()))
+    se = level_se * float(np.sqrt((weights ** 2).sum()))
+    return minimum_detectable_effect(se, sft_models - 1, 2 * (1 - level), POWER)
+
+
+def one_sided(p: float, estimate: float, predicted: str) -> float:
+    """The one-sided p of a two-sided ``p`` (a symmetric test), against the declared direction ``predicted``:
+    half of it where ``estimate`` points that way, one minus the half where it does not."""
+    if np.isnan(p) or np.isnan(estimate):
+        return p
+    agrees = (estimate > 0) == (predicted == AHEAD)
+    return p / 2 if agrees else 1 - p / 2
+
+
+def trend_row(cells: Cells, model: str, differences: dict, slopes: dict, predicted: str, level: float) -> dict:
+    """The dose-response trend of ``model``'s effects (the module docstring), tested one-sided against
+    ``predicted``; no interval unless every level has its effect."""
+    complete = set(slopes) <= set(differences)
+    terms = [term for dataset, c in slopes.items() for term in scaled(differences[dataset], c)] if complete else []
+    interval = cells.interval(terms) if complete else None
+    row = {"model": model, "role": TREND, "dataset": TREND_NAME, "benchmark": "", "predicted": predicted,
+           **interval_columns("estimate", interval), "seeds": np.nan, "per_seed": "",
+           **comparison_columns(interval, level, None)}
+    for column in ("p", "p_t"):
+        row[column] = one_sided(row[column], row["estimate"], predicted)
+    return row
