@@ -68,7 +68,9 @@ def test_a_nested_study_runs_and_its_intervals_are_over_the_sft_models(tmp_path)
     config["rl"]["max_steps"] = 4
     config["seeds"] = [0, 1, 2, 3]
     config["evaluation"]["checkpoints"] = []
-    config["report"] = {"descriptive": ["reward_auc", "steps_to_threshold"]}  # two SFT models: no seed-level test
+    # two SFT models: no seed-level test, and no accuracy verdict read over them (that needs 6)
+    config["report"] = {"descriptive": ["reward_auc", "steps_to_threshold", "primary", "per_suite_accuracy",
+                                        "gain_over_sft"]}
     config["results"] = str(tmp_path / "results")
     path = tmp_path / "nested.yaml"
     path.write_text(yaml.safe_dump(config))
