@@ -97,9 +97,9 @@ def coverage(sft_models: int, seeds: int, sigma: float, nested: bool, replicates
 @pytest.mark.parametrize("sigma", [0.01, 0.02, 0.03])
 def test_the_nested_interval_covers_where_one_sft_model_does_not(sigma):
     """12 RL runs a condition, 200 problems. Nested (3 SFT models × 4 seeds, clustered by SFT model; 2,000
-    studies a world, Monte Carlo SE 0.005): the interval covers the effect over SFT models 92–97.5% of the
-    time (95% at sigma 0.01, about 93% at 0.03, where the SFT models' spread dominates and the
-    cluster-robust variance of 3 clusters runs a little short; 95% at 4 SFT models × 3 seeds). One SFT model × 12 seeds (the design without sft.seeds; 400 studies): its interval, conditional
+    studies a world, Monte Carlo SE 0.005): the SFT-level interval (df 2, the SFT stratum never dropped and
+    floored at its RL seeds' spread) covers the effect over SFT models at least 94% of the time: at three
+    SFT models it is conservative (about 99%). One SFT model × 12 seeds (the design without sft.seeds; 400 studies): its interval, conditional
     on that SFT model, covers less as SFT models differ more (below 90% at sigma 0.02, below 80% at 0.03).
     The same 3 × 4 runs treated as 12 independent seeds fall short too where SFT models differ most: they
     see some of the SFT models' spread, and take it for the seeds'."""
@@ -107,7 +107,7 @@ def test_the_nested_interval_covers_where_one_sft_model_does_not(sigma):
     one_model = coverage(1, 12, sigma, False, 400, seed=int(sigma * 1000) + 1)
     unclustered = coverage(3, 4, sigma, False, 400, seed=int(sigma * 1000) + 2)
     print(f"sigma {sigma}: nested {nested:.3f}, one SFT model {one_model:.3f}, 3 x 4 unclustered {unclustered:.3f}")
-    assert 0.92 <= nested <= 0.975
+    assert nested >= 0.94
     assert one_model < {0.01: 0.95, 0.02: 0.90, 0.03: 0.80}[sigma]
     if sigma == 0.03:
         assert unclustered < nested - 0.03

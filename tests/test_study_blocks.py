@@ -99,4 +99,6 @@ def test_a_published_page_says_declared_before_only_where_git_backs_it(docs):
 def test_the_compare_page_names_its_sft_models_earlier_use():
     page = (ROOT / "docs" / "compare-run" / "README.md").read_text()
     assert "Shared with an earlier run (not a fresh draw): SFT seed 1" in page
-    assert "fresh SFT model" not in page and "fresh SFT model" not in (ROOT / "README.md").read_text()
+    # the comparison's SFT model (seed 1) was trained before: neither page calls it fresh
+    assert "on a fresh SFT model" not in page and "on a fresh SFT model" not in (ROOT / "README.md").read_text()
+    assert "trained before in the default run's spread" in (ROOT / "README.md").read_text()
