@@ -198,10 +198,12 @@ def declared_families(config: dict, options: dict) -> list[Family]:
         if control:
             predicted = list(control["predicted"].values())
             contrast = predicted.count("ahead") == 1 and predicted.count("behind") == 1
-            for _ in range(len(control["suites"]) + contrast):
+            for _ in range(len(control["arms"]) + contrast):
                 add("control", model, "", CONTROL_ROLES[CONTROL], False, "role")
-            if control.get("levels"):
-                add("control", model, "", CONTROL_ROLES[CONTROL_TREND], False, "role")
+            if control.get("levels"):  # a dose over variants has one training set: its trend stays in it
+                trained_on = {dataset for dataset, _, _ in control["arms"].values()}
+                add("control", model, trained_on.pop() if len(trained_on) == 1 else "",
+                    CONTROL_ROLES[CONTROL_TREND], False, "role")
     nested = what == "SFT models"
     return [Family(table, model, dataset, name, key_of(table, name), size, n, seed_level,
                    procedure(options, table, name, seed_level), column, prefix, nested,
@@ -214,8 +216,9 @@ def _spans_strata(table: str, dataset: str, name: str) -> bool:
     rows pooled over all training sets. Its t test then has df from every stratum's SFT models and no exact
     test over one set of SFT models backs it (a control's contrast does too, but its family also holds the
     per-set effects, which an exact test backs: the family is read as theirs; a dose-response control's trend
-    is a family of its own, and spans)."""
-    return ((table == "horizon" and name in (TREND, EXPLORATORY_TREND)) or (table == "control" and name == CONTROL_ROLES[CONTROL_TREND])
+    is a family of its own, and spans, unless its levels are treatments on one training set)."""
+    return ((table == "horizon" and name in (TREND, EXPLORATORY_TREND))
+            or (table == "control" and name == CONTROL_ROLES[CONTROL_TREND] and not dataset)
             or dataset == ALL_DATASETS)
 
 

@@ -24,7 +24,10 @@ the same way). Its sign is declared (``report.control.trend``) and it is tested 
 two-sided p where the slope points the declared way, one minus that half where it does not, so a trend
 against the prediction is never "as predicted" and never resolved. Its MDE is the one-sided test's; its
 interval stays the two-sided 95% one.
-The table then also carries each row's ``relative_weight`` and ``family``.
+The table then also carries each row's ``level``, ``treatment``, ``relative_weight`` and ``family``. In a dose
+over variants (``pair.treatment`` a list, one training set) each level is a treatment against the one
+baseline, Δ_v = accuracy(v) − accuracy(baseline); the trend's weights sum to 0, so the baseline's cells cancel
+from it and its interval holds the treatments' spread alone.
 """
 
 from __future__ import annotations
@@ -50,7 +53,8 @@ COLUMNS = ["model", "role", "dataset", "benchmark", "predicted", "sft_accuracy",
            "verdict", "outcome"]
 # A dose-response control's table (report.control.levels): each level's relative weight, and the family column
 # that tells the levels' effects from the trend (and lets a later design check read this run as its pilot).
-DOSE_COLUMNS = [*COLUMNS[:5], "relative_weight", *COLUMNS[5:], "family"]
+DOSE_COLUMNS = [*COLUMNS[:2], "level", "dataset", "treatment", *COLUMNS[3:5], "relative_weight", *COLUMNS[5:],
+                "family"]
 
 
 def outcome(verdict: str, predicted: str, procedure: str = "") -> str:
@@ -67,16 +71,16 @@ def control_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
     if design is None:
         return pd.DataFrame(columns=COLUMNS)
     level, margin = float(options["level"]), design["equivalence_margin"]
-    treatment, baseline = design["pair"]["treatment"], design["pair"]["baseline"]
+    baseline = design["pair"]["baseline"]
     levels = design.get("levels")
     slopes = dict(zip(levels, slope_weights(list(levels.values())))) if levels else {}
     rows = []
     for model in config["models"]:
         differences = {}
-        for dataset, benchmark in design["suites"].items():
+        for name, (dataset, benchmark, treatment) in design["arms"].items():
             arms = [cells.terms(model, dataset, v, FINAL, [benchmark]) for v in (treatment, baseline)]
-            row = {"model": model, "role": EFFECT, "dataset": dataset, "benchmark": benchmark,
-                   "predicted": design["predicted"][dataset],
+            row = {"model": model, "role": EFFECT, "level": name, "dataset": dataset, "treatment": treatment,
+                   "benchmark": benchmark, "predicted": design["predicted"][name],
                    **_accuracy(cells, "sft_accuracy", model, dataset, SFT, benchmark),
                    "steps_with_signal": signal(logs, model, dataset, [treatment, baseline])[0],
                    **_accuracy(cells, "baseline_accuracy", model, dataset, baseline, benchmark),
@@ -85,8 +89,8 @@ def control_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
                 rows.append({**row, **interval_columns("estimate", None), "seeds": 0, "per_seed": "",
                              **comparison_columns(None, level, None)})
                 continue
-            differences[dataset] = scaled(arms[0], 1.0) + scaled(arms[1], -1.0)
-            interval = cells.interval(differences[dataset])
+            differences[name] = scaled(arms[0], 1.0) + scaled(arms[1], -1.0)
+            interval = cells.interval(differences[name])
             shared = set(arms[0][0].rows or ()) & set(arms[1][0].rows or ())
             rows.append({**row, **interval_columns("estimate", interval), "seeds": len(shared),
                          "per_seed": _per_seed(cells, model, dataset, treatment, baseline, benchmark),
@@ -108,7 +112,7 @@ def control_table(cells: Cells, config: dict, logs: pd.DataFrame, options: dict)
         return frame
     frame["family"] = [CONTROL_TREND if role == TREND else CONTROL for role in frame["role"]]
     if levels:
-        frame["relative_weight"] = [levels.get(dataset, np.nan) for dataset in frame["dataset"]]
+        frame["relative_weight"] = [levels.get(name, np.nan) for name in frame["level"]]
     frame = add_verdicts(frame.drop(columns=["p_holm", "p_equivalence_holm", "verdict", "outcome"]), "estimate",
                          ["model", "family"], level, options=options, table="control")
     trends = (frame["role"] == TREND) & np.isfinite(frame["mde"].astype(float))
@@ -144,7 +148,8 @@ def trend_row(cells: Cells, model: str, differences: dict, slopes: dict, predict
     complete = set(slopes) <= set(differences)
     terms = [term for dataset, c in slopes.items() for term in scaled(differences[dataset], c)] if complete else []
     interval = cells.interval(terms) if complete else None
-    row = {"model": model, "role": TREND, "dataset": TREND_NAME, "benchmark": "", "predicted": predicted,
+    row = {"model": model, "role": TREND, "level": TREND_NAME, "dataset": TREND_NAME, "benchmark": "",
+           "predicted": predicted,
            **interval_columns("estimate", interval), "seeds": np.nan, "per_seed": "",
            **comparison_columns(interval, level, None)}
     for column in ("p", "p_t"):
