@@ -98,19 +98,17 @@ def test_the_run_page_says_what_the_exploratory_families_say(effects):
 
 
 REPLICATION = REPO / "docs" / "clamp-trace-sft-run"
-HEADLINE = ("Over eight fresh SFT models GRPO-λ's lead on this task is the clamp's, not the trace's: the clamp is "
-            "ahead\nwith the trace off, and with the clamp on the trace's effect is within ±0.03 (a margin declared "
-            "before the run)")
-
-
-@pytest.mark.skipif(not (REPLICATION / "tables" / "factorial.csv").is_file(), reason="no replication published")
-def test_the_readme_headline_says_what_the_replication_over_sft_models_shows():
-    """The README's headline against the replication's tables: the clamp with the trace off ahead, the trace with
-    the clamp on equivalent within the declared ±0.03 (not a post-hoc margin), each read over 8 SFT models."""
+def test_the_readme_headline_is_generated_from_the_replication_over_sft_models():
+    """The README's headline about the clamp and the trace is the replication's factorial_finding block, the first
+    finding under its heading (tests/test_publish_run.py checks the block's text against the raw files), and it
+    says what the tables hold: the clamp with the trace off ahead, the trace with the clamp on within the declared
+    ±0.03 (not a post-hoc margin), each read over 8 SFT models."""
     readme = (REPO / "README.md").read_text()
-    assert HEADLINE in readme
-    assert readme.index(HEADLINE) < readme.index("<!-- generated: clamp-trace-sft-run/primary -->") < \
-        readme.index(HEADLINE) + 600
+    finding = readme.index("## What the studies find")
+    block = readme.index("<!-- generated: clamp-trace-sft-run/factorial_finding -->")
+    assert finding < block < readme.index("<!-- generated: ", finding + 1) + 1
+    text = readme[block:readme.index("<!-- end generated -->", block)]
+    assert "the clamp is ahead with the trace off" in text and "within ±0.03 of no trace with the clamp on" in text
     table = pd.read_csv(REPLICATION / "tables" / "factorial.csv").set_index(["metric", "benchmark", "effect"])
     simple = table.xs(("accuracy", "average"), level=("metric", "benchmark"))
     assert simple.loc["clamp with trace off", "verdict"] == "ahead"

@@ -1,7 +1,8 @@
 """Generated blocks of a run's page that say what the study was and what it found beyond the comparison
 tables (grpo_lambda.tables.blocks holds those): ``control`` and ``control_finding`` (a control study's
-effects against their declared directions, report.control), ``history`` (which seeds were fresh, and what
-was decided after earlier data was seen, report.history)."""
+effects against their declared directions, report.control), ``factorial_finding`` (a 2 × 2's primary simple
+effects as one sentence a factor: what a headline quotes), ``history`` (which seeds were fresh, and what was
+decided after earlier data was seen, report.history)."""
 
 from __future__ import annotations
 
@@ -11,8 +12,9 @@ import pandas as pd
 from grpo_lambda.config import sft_seeds
 from grpo_lambda.config.history import own_sft_seeds
 from grpo_lambda.provenance import is_ancestor
-from grpo_lambda.tables.blocks_text import interval, level, p_value, signed_number, table
+from grpo_lambda.tables.blocks_text import adjusted_p, interval, level, p_value, signed_number, table
 from grpo_lambda.tables.labels import variant_label
+from grpo_lambda.tables.verdicts import AHEAD, BEHIND, EQUIVALENT
 
 
 def control(config: dict, frame: pd.DataFrame | None) -> str:
@@ -104,6 +106,38 @@ def by_sft_model(config: dict, named_per_seed: list[tuple[str, str]]) -> str:
     return ("  By SFT model (the mean effect over its RL seeds, SFT seeds "
             f"{', '.join(str(s) for s in sft_seeds(config))}): "
             + "; ".join(f"{name} {sft_model_means(config, per_seed)}" for name, per_seed in named_per_seed) + ".")
+
+
+def factorial_finding(config: dict, frame: pd.DataFrame | None, options: dict) -> str:
+    """The primary family of a 2 × 2 (report.primary: factorial) as one bold sentence a factor, its two simple
+    effects each with its verdict, interval and adjusted p; the factor with more effects ahead or behind first. What
+    the README's headline is, written from the table so that it says what the run shows, whichever way."""
+    rows = frame[(frame["family"] == "primary") & (frame["kind"] == "simple")] if frame is not None and \
+        not frame.empty and options.get("primary") == "factorial" else None
+    if rows is None or rows.empty:
+        return "No factorial primary family (report.primary: factorial) in this run.\n"
+    margin = options["equivalence_margin"].get("accuracy")
+    factors = list(options["factorial"]["factors"])
+    by_factor = {f: rows[rows["effect"].str.startswith(f"{f} with ")] for f in factors}
+    factors.sort(key=lambda f: (-by_factor[f]["verdict"].isin([AHEAD, BEHIND]).sum(),
+                                -(by_factor[f]["verdict"] == EQUIVALENT).sum()))
+    sentences = []
+    for factor in factors:
+        clauses = []
+        for _, row in by_factor[factor].iterrows():
+            other = row["effect"].removeprefix(f"{factor} with ")
+            effect = interval(row["estimate"], row["estimate_low"], row["estimate_high"], True)
+            if row["verdict"] == EQUIVALENT:
+                clauses.append(f"within ±{margin:g} of no {factor} with the {other} ({effect}, TOST Holm p "
+                               f"{p_value(row['p_equivalence_holm'])})")
+            else:
+                said = row["verdict"] if row["verdict"] in (AHEAD, BEHIND) else "not resolved"
+                clauses.append(f"{said} with the {other} ({effect}, {adjusted_p(row)})")
+        sentences.append(f"the {factor} is " + " and ".join(clauses))
+    sft = rows["sft_models"].dropna()
+    over = (f"Over {int(sft.max())} SFT models ({int(rows['seeds'].max())} RL seeds)" if len(sft) and sft.max() > 1
+            else f"On one SFT model ({int(rows['seeds'].max())} RL seeds)")
+    return f"**{over}, {'; '.join(sentences)}.**\n"
 
 
 UNCHECKED = "not checked here: this checkout's history lacks a commit"
