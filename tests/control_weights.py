@@ -37,8 +37,8 @@ def carry_positions(problem: str, solution: str) -> tuple[int, list[int]]:
     return carry_of(graded), [carry_of(d) for d in decoys]
 
 
-def carry_weights(spec: dict) -> tuple[float, list[float], float, list[float]]:
-    """The trace's and GRPO's weights of the deciding carry and of the decoys' carries, averaged over the
+def carry_weights(spec: dict, trace: ObjectiveParams = TRACE) -> tuple[float, list[float], float, list[float]]:
+    """The trace's (``trace``: default λ 0.99) and GRPO's weights of the deciding carry and of the decoys' carries, averaged over the
     first training problems of the synthetic training set ``spec`` whose graded chain carries out of its
     units column (the teacher's errors do not move a carry's position)."""
     keys = ("columns", "carry_free_share", "decoys", "decoy_position", "tail_sums")
@@ -49,7 +49,7 @@ def carry_weights(spec: dict) -> tuple[float, list[float], float, list[float]]:
         if 0 not in arith.carry_columns(operands):
             continue
         graded, decoys = carry_positions(row["problem"], row["solution"])
-        for name, params in (("trace", TRACE), ("grpo", GRPO)):
+        for name, params in (("trace", trace), ("grpo", GRPO)):
             w = token_weights(params, len(row["solution"]) + 1)  # its tokens and the end of sequence
             graded_w[name].append(w[graded])
             decoy_w[name].append([w[d] for d in decoys])
@@ -57,8 +57,8 @@ def carry_weights(spec: dict) -> tuple[float, list[float], float, list[float]]:
             float(np.mean(graded_w["grpo"])), list(np.mean(decoy_w["grpo"], axis=0)))
 
 
-def relative_weight(spec: dict) -> float:
-    """The deciding carry's weight relative to the decoys' carries (their mean) under the trace, divided by
-    the same ratio under GRPO (1): the dose a layout gives the trace."""
-    trace_g, trace_d, grpo_g, grpo_d = carry_weights(spec)
+def relative_weight(spec: dict, trace: ObjectiveParams = TRACE) -> float:
+    """The deciding carry's weight relative to the decoys' carries (their mean) under the trace (``trace``),
+    divided by the same ratio under GRPO (1): the dose a layout, or a trace's λ, gives the trace."""
+    trace_g, trace_d, grpo_g, grpo_d = carry_weights(spec, trace)
     return (trace_g / float(np.mean(trace_d))) / (grpo_g / float(np.mean(grpo_d)))

@@ -23,7 +23,8 @@ from results_tree import STUDY_SEEDS, build_study_tree, make_study_config
 
 RUN = "study-run"
 BLOCK_NAMES = ("headline", "primary", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance",
-               "horizon", "horizon_errors", "horizon_finding", "control", "control_finding", "history")
+               "horizon", "horizon_errors", "horizon_finding", "control", "control_finding", "factorial_finding",
+               "history")
 
 
 @pytest.fixture(scope="module")
