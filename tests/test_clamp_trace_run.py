@@ -1,7 +1,8 @@
 """Conclusion-level claims about the clamp x trace 2 x 2 (docs/clamp-trace-run/, written by
 `python scripts/publish_run.py config/clamp-trace.yaml docs/clamp-trace-run`), checked on the tables it
-published, and the README's one sentence of prose about it. Never digits: the verdicts the sentence rests on.
-That the tables and blocks are what the raw files give is tests/test_publish_run.py's."""
+published, and the README's one sentence of prose about it. Never digits: the verdicts the sentence rests on
+(the replication's hand-written table of predictions against outcomes, docs/clamp-trace-sft-run, is checked digit
+by digit against its table). That the tables and blocks are what the raw files give is tests/test_publish_run.py's."""
 
 from __future__ import annotations
 
@@ -117,3 +118,26 @@ def test_the_readme_headline_is_generated_from_the_replication_over_sft_models()
     config = yaml.safe_load((REPO / "config" / "clamp-trace-sft.yaml").read_text())
     assert config["report"]["equivalence_margin"]["accuracy"] == 0.03
     assert not config["report"]["history"].get("margins_set_after_data", False)
+
+
+def test_the_replication_page_s_predictions_table_quotes_the_published_verdicts():
+    """docs/clamp-trace-sft-run's table of predictions against outcomes: each row's estimate, adjusted p (TOST's
+    for an equivalence) and MDE are the factorial table's, and "yes" stands exactly where the verdict is the
+    prediction."""
+    page = (REPLICATION / "README.md").read_text()
+    table = pd.read_csv(REPLICATION / "tables" / "factorial.csv")
+    rows = table[(table["metric"] == "accuracy") & (table["benchmark"] == "average")].set_index("effect")
+    said = {"ahead": "ahead", "not distinguishable": "not resolved", "equivalent": "equivalent"}
+    section = page[page.index("## Against the predictions"):page.index("## Every line against GRPO")]
+    lines = [line for line in section.splitlines() if line.startswith("| ") and " with " in line.split("|")[1]]
+    assert len(lines) == 4
+    for line in lines:
+        effect, predicted, outcome, held = (cell.strip() for cell in line.strip("|").split("|"))
+        row = rows.loc[effect]
+        p = row["p_equivalence_holm"] if row["verdict"] == "equivalent" else row["p_holm"]
+        assert outcome == f"{row['estimate']:+.3f}".replace("-", "−") + \
+            f", {'TOST ' if row['verdict'] == 'equivalent' else ''}Holm p {p:.3f}: {said[row['verdict']]}", effect
+        expected = "within ±0.03" if row["verdict"] == "equivalent" else row["verdict"]
+        assert (held == "yes") == predicted.startswith(expected), effect
+        if held != "yes":
+            assert held.endswith(f"(MDE {row['mde']:.3f})"), effect
