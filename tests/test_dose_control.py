@@ -92,18 +92,25 @@ def _seeds(config: dict) -> tuple[set, set, set]:
     return set(config.get("seeds") or []), sft, generators
 
 
-def test_its_seeds_and_generators_are_fresh_against_every_other_config():
-    rl, sft, generators = _seeds(CONFIG)
-    assert len(sft) == 8 and len(rl) == 32 and generators == {1401, 401}
-    for path in sorted((ROOT / "config").rglob("*.yaml")):
-        if path == PATH:
+def assert_fresh_against_every_other_config(config: dict, path) -> None:
+    """No other config under config/ draws ``config``'s RL seeds, SFT seeds or generator seeds, nor any of its
+    SFT seeds as an RL seed."""
+    rl, sft, generators = _seeds(config)
+    for other_path in sorted((ROOT / "config").rglob("*.yaml")):
+        if other_path == path:
             continue
-        other = yaml.safe_load(path.read_text()) or {}
+        other = yaml.safe_load(other_path.read_text()) or {}
         if not isinstance(other, dict):
             continue
         o_rl, o_sft, o_gen = _seeds(other)
-        assert not (rl & o_rl or sft & o_sft or generators & o_gen), path
-        assert not sft & o_rl, path  # an SFT seed no earlier run drew as anything
+        assert not (rl & o_rl or sft & o_sft or generators & o_gen), other_path
+        assert not sft & o_rl, other_path  # an SFT seed no earlier run drew as anything
+
+
+def test_its_seeds_and_generators_are_fresh_against_every_other_config():
+    rl, sft, generators = _seeds(CONFIG)
+    assert len(sft) == 8 and len(rl) == 32 and generators == {1401, 401}
+    assert_fresh_against_every_other_config(CONFIG, PATH)
 
 
 def test_the_config_passes_validation_and_the_design_check_with_both_control_families():

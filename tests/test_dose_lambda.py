@@ -11,7 +11,6 @@ import re
 import numpy as np
 import pandas as pd
 import pytest
-import yaml
 
 from conftest import ROOT
 from control_weights import TRACE, relative_weight
@@ -25,7 +24,7 @@ from grpo_lambda.tables.cells import Cells
 from grpo_lambda.tables.control import DOSE_COLUMNS, control_table
 from grpo_lambda.tables.horizon import slope_weights
 from grpo_lambda.tables.keys import KEYS
-from test_dose_control import _seeds
+from test_dose_control import _seeds, assert_fresh_against_every_other_config
 
 PATH = ROOT / "config" / "dose-lambda.yaml"
 CONFIG = study.load(PATH)
@@ -80,15 +79,7 @@ def test_the_task_is_the_positive_control_s_layout_and_only_lambda_differs_betwe
 def test_its_seeds_and_generators_are_fresh_against_every_other_config():
     rl, sft, generators = _seeds(CONFIG)
     assert len(sft) == 8 and len(rl) == 24 and generators == {1501, 601}
-    for path in sorted((ROOT / "config").rglob("*.yaml")):
-        if path == PATH:
-            continue
-        other = yaml.safe_load(path.read_text()) or {}
-        if not isinstance(other, dict):
-            continue
-        o_rl, o_sft, o_gen = _seeds(other)
-        assert not (rl & o_rl or sft & o_sft or generators & o_gen), path
-        assert not sft & o_rl, path
+    assert_fresh_against_every_other_config(CONFIG, PATH)
 
 
 def test_the_design_check_backs_both_control_families_with_the_exact_test():

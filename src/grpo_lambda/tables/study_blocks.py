@@ -59,8 +59,7 @@ def control_finding(config: dict, frame: pd.DataFrame | None, options: dict) -> 
     pair = f"{variant_label(config, design['pair']['treatment'])} − {variant_label(config, design['pair']['baseline'])}"
     drawn = len(sft_seeds(config) or [None])
     effects = frame[frame["role"] == "effect"]
-    seeds = int(effects["seeds"].min()) if len(effects) and effects["seeds"].notna().all() else 0
-    runs = f"{seeds} RL seeds" + (f" on {drawn} SFT models a training set" if drawn > 1 else " on one SFT model")
+    runs = _runs(effects, drawn, " a training set")
     lines = []
     for _, row in frame.iterrows():
         name = f"the contrast {row['dataset']}" if row["role"] == "contrast" else row["dataset"]
@@ -84,8 +83,7 @@ def dose_finding(config: dict, frame: pd.DataFrame, options: dict) -> str:
     baseline = variant_label(config, options["control"]["pair"]["baseline"])
     drawn = len(sft_seeds(config) or [None])
     effects = frame[frame["role"] == "effect"]
-    seeds = int(effects["seeds"].min()) if len(effects) and effects["seeds"].notna().all() else 0
-    runs = f"{seeds} RL seeds" + (f" on {drawn} SFT models" if drawn > 1 else " on one SFT model")
+    runs = _runs(effects, drawn, " a training set" if len(set(effects["dataset"])) > 1 else "")
     lines = []
     for _, row in effects.iterrows():
         effect = interval(row["estimate"], row["estimate_low"], row["estimate_high"], True)
@@ -115,6 +113,12 @@ def dose_finding(config: dict, frame: pd.DataFrame, options: dict) -> str:
                      f"{spread.max():.2f}) it sees an effect that rises by {level(mde * (spread.max() - spread.min()))} "
                      "or more from the lowest dose to the highest, with 80% power.")
     return "\n".join(lines) + "\n"
+
+
+def _runs(effects: pd.DataFrame, drawn: int, each: str) -> str:
+    """"12 RL seeds on 3 SFT models a training set": the fewest RL seeds an effect had, and the SFT models."""
+    seeds = int(effects["seeds"].min()) if len(effects) and effects["seeds"].notna().all() else 0
+    return f"{seeds} RL seeds" + (f" on {drawn} SFT models{each}" if drawn > 1 else " on one SFT model")
 
 
 def _verdict_p(row) -> str:
