@@ -142,17 +142,3 @@ def test_the_replication_page_s_predictions_table_quotes_the_published_verdicts(
         if held != "yes":
             assert held.endswith(f"(MDE {row['mde']:.3f})"), effect
 
-
-def test_the_replication_page_prints_what_the_design_check_prints():
-    """The design check's output on docs/clamp-trace-sft-run is what `grpo-lambda design-check --pilot
-    docs/clamp-trace-run` prints for the config today."""
-    from grpo_lambda import config as study
-    from grpo_lambda import design
-
-    page = (REPLICATION / "README.md").read_text()
-    command = "$ grpo-lambda design-check --configfile config/clamp-trace-sft.yaml --pilot docs/clamp-trace-run\n"
-    printed = page[page.index(command) + len(command):]
-    printed = printed[:printed.index("```")]
-    config = study.load(REPO / "config" / "clamp-trace-sft.yaml")
-    pilot = design.pilot_tables(str(DOCS), config)
-    assert printed == design.render(design.design_table(config, pilot), config, "docs/clamp-trace-run")

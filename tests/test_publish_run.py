@@ -4,6 +4,7 @@ published run under docs/*-run/ rebuilt from its committed raw files with this c
 from __future__ import annotations
 
 import gzip
+import re
 import shutil
 import subprocess
 import sys
@@ -159,3 +160,25 @@ def test_every_generated_block_names_a_run_folder():
     for name in names:
         run, block = name.split("/")
         assert (ROOT / "docs" / run).is_dir() and block in BLOCK_NAMES, name
+
+
+DESIGN_CHECK = re.compile(r"```text\n\$ grpo-lambda design-check --configfile (?P<config>\S+) --pilot (?P<pilot>\S+)\n"
+                          r"(?P<printed>.*?)```", re.S)
+DESIGN_CHECKED = sorted(path for path in (ROOT / "docs").rglob("*.md") if DESIGN_CHECK.search(path.read_text()))
+
+
+def test_the_study_pages_quote_a_design_check():
+    names = {path.parent.name for path in DESIGN_CHECKED}
+    assert {"clamp-trace-sft-run"} <= names
+
+
+@pytest.mark.parametrize("page", DESIGN_CHECKED, ids=lambda path: path.parent.name)
+def test_a_page_s_design_check_is_what_the_design_check_prints_today(page):
+    """A study page that quotes `grpo-lambda design-check --pilot` quotes what it prints for that config and pilot
+    with this checkout's code: the design's reach beside its verdicts never goes stale."""
+    from grpo_lambda import design
+
+    for match in DESIGN_CHECK.finditer(page.read_text()):
+        config = study.load(ROOT / match["config"])
+        pilot = design.pilot_tables(str(ROOT / match["pilot"]), config)
+        assert match["printed"] == design.render(design.design_table(config, pilot), config, match["pilot"])
