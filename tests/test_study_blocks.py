@@ -102,3 +102,43 @@ def test_the_compare_page_names_its_sft_models_earlier_use():
     # the comparison's SFT model (seed 1) was trained before: neither page calls it fresh
     assert "on a fresh SFT model" not in page and "on a fresh SFT model" not in (ROOT / "README.md").read_text()
     assert "trained before in the default run's spread" in (ROOT / "README.md").read_text()
+
+
+# ---- factorial_finding: a 2 x 2's primary family as a sentence a factor ------------------------------------
+
+def factorial_rows(verdicts: dict, sft_models: float = 8.0):
+    """A factorial table's four primary simple effects (trace × clamp) with the verdicts given, every estimate
+    +0.05 [+0.01, +0.09], Holm p 0.02, TOST Holm p 0.03."""
+    import pandas as pd
+
+    return pd.DataFrame([{"metric": "accuracy", "benchmark": "average", "effect": effect, "kind": "simple",
+                          "family": "primary", "estimate": 0.05, "estimate_low": 0.01, "estimate_high": 0.09,
+                          "p_holm": 0.02, "p_equivalence_holm": 0.03, "procedure": "holm", "verdict": verdict,
+                          "sft_models": sft_models, "seeds": 16} for effect, verdict in verdicts.items()])
+
+
+FACTORIAL_OPTIONS = {"primary": "factorial", "equivalence_margin": {"accuracy": 0.03},
+                     "factorial": {"factors": ["trace", "clamp"]}}
+
+
+def test_the_factorial_finding_leads_with_the_factor_that_resolved_and_says_each_verdict():
+    from grpo_lambda.tables.study_blocks import factorial_finding
+
+    text = factorial_finding({}, factorial_rows({
+        "trace with clamp off": "behind", "trace with clamp on": "not distinguishable",
+        "clamp with trace off": "equivalent", "clamp with trace on": "not distinguishable"}), FACTORIAL_OPTIONS)
+    assert text.startswith("**Over 8 SFT models (16 RL seeds), the trace is behind with the clamp off")
+    assert "the trace is behind with the clamp off (+0.050 [+0.010, +0.090], Holm p 0.020) and not resolved with " \
+           "the clamp on" in text
+    assert "; the clamp is within ±0.03 of no clamp with the trace off (+0.050 [+0.010, +0.090], TOST Holm p " \
+           "0.030) and not resolved with the trace on" in text
+
+
+def test_the_factorial_finding_says_one_sft_model_and_refuses_a_primary_that_is_not_the_2x2():
+    from grpo_lambda.tables.study_blocks import factorial_finding
+
+    rows = factorial_rows({"trace with clamp off": "ahead", "trace with clamp on": "ahead",
+                           "clamp with trace off": "ahead", "clamp with trace on": "ahead"}, sft_models=float("nan"))
+    assert factorial_finding({}, rows, FACTORIAL_OPTIONS).startswith("**On one SFT model (16 RL seeds), the trace is")
+    assert factorial_finding({}, rows, {**FACTORIAL_OPTIONS, "primary": "paired"}).startswith(
+        "No factorial primary family")

@@ -19,7 +19,8 @@ of one run per SFT seed, their mean and the prediction for one more run), ``prov
 the run), and a horizon study's (report.horizon) ``horizon``, ``horizon_errors`` and ``horizon_finding``
 (grpo_lambda.tables.horizon_blocks); and those of grpo_lambda.tables.study_blocks: ``control``,
 ``control_finding`` (a control study's effects against the directions declared before the run),
-``factorial_finding`` (a 2 × 2's primary simple effects as a sentence a factor) and ``history`` (the run's seeds against the study's earlier runs', and what was decided after data was seen).
+``factorial_finding`` (a 2 × 2's primary simple effects as a sentence a factor) and ``history`` (the run's
+seeds against the study's earlier runs', and what was decided after data was seen).
 """
 
 from __future__ import annotations
@@ -39,7 +40,8 @@ from grpo_lambda.tables.verdicts import AHEAD, BEHIND, CHECK, EQUIVALENT, POST_H
 
 MARKER = re.compile(r"<!-- generated: (?P<name>[\w.-]+/[\w.-]+) -->\n(?P<body>.*?)<!-- end generated -->", re.S)
 BLOCKS = ("headline", "primary", "summary", "comparison", "factorial", "diagnostics", "spread", "provenance",
-          "horizon", "horizon_errors", "horizon_finding", "control", "control_finding", "factorial_finding", "history")
+          "horizon", "horizon_errors", "horizon_finding", "control", "control_finding", "factorial_finding",
+          "history")
 VERDICT_ORDER = (AHEAD, BEHIND, EQUIVALENT, POST_HOC, UNRESOLVED, TOO_FEW)
 
 

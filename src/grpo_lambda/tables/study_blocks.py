@@ -99,11 +99,12 @@ def dose_finding(config: dict, frame: pd.DataFrame, options: dict) -> str:
     mdes = effects["mde"].astype(float)
     smallest = (f"the smallest level resolved as predicted is {_level_name(resolved.iloc[0])}, its effect "
                 f"{signed_number(resolved.iloc[0]['estimate'])}" if len(resolved) else "no level is resolved as predicted")
-    reach = (f"a level's MDE is {level(mdes.min())}" + (f" to {level(mdes.max())}" if mdes.max() > mdes.min() + 5e-4
-                                                         else "")
-             + ": a single effect smaller than that, such as the ±0.03 a horizon question asks about, this design "
-             "would usually miss on its own" if np.isfinite(mdes).all() and len(mdes)
-             else "a level's effect cannot be resolved at this many SFT models")
+    if len(mdes) and np.isfinite(mdes).all():
+        spans = f" to {level(mdes.max())}" if mdes.max() > mdes.min() + 5e-4 else ""
+        reach = (f"a level's MDE is {level(mdes.min())}{spans}: a single effect smaller than that, such as the ±0.03 "
+                 "a horizon question asks about, this design would usually miss on its own")
+    else:
+        reach = "a level's effect cannot be resolved at this many SFT models"
     lines.append(f"  At {runs}, {smallest}; {reach}.")
     trend = frame[frame["role"] == "trend"]
     if len(trend) and np.isfinite(float(trend.iloc[0]["mde"])):
