@@ -146,11 +146,21 @@ the config's checks read them before any job, so they live below both)
 ``write``       ``write_table`` (CSV, Markdown, LaTeX) and ``main``
 """
 
-from grpo_lambda.tables.build import build_tables
-from grpo_lambda.tables.collect import collect, collect_samples, collect_train_logs, load_published, summarise
-from grpo_lambda.tables.names import figure_names, table_files, table_names
-from grpo_lambda.config.report import report_options
-from grpo_lambda.tables.write import main, write_table
+import importlib
 
-__all__ = ["build_tables", "collect", "collect_samples", "collect_train_logs", "figure_names", "load_published",
-           "main", "report_options", "summarise", "table_files", "table_names", "write_table"]
+# The package's names, each from its module, imported when first asked for (PEP 562): the workflow reads
+# ``names`` (standard library only) at every Snakemake start, which need not load pandas and scipy.
+_HOMES = {"build_tables": "grpo_lambda.tables.build", "collect": "grpo_lambda.tables.collect",
+          "collect_samples": "grpo_lambda.tables.collect", "collect_train_logs": "grpo_lambda.tables.collect",
+          "load_published": "grpo_lambda.tables.collect", "summarise": "grpo_lambda.tables.collect",
+          "figure_names": "grpo_lambda.tables.names", "table_files": "grpo_lambda.tables.names",
+          "table_names": "grpo_lambda.tables.names", "report_options": "grpo_lambda.config.report",
+          "main": "grpo_lambda.tables.write", "write_table": "grpo_lambda.tables.write"}
+
+__all__ = sorted(_HOMES)
+
+
+def __getattr__(name: str):
+    if name not in _HOMES:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(importlib.import_module(_HOMES[name]), name)
