@@ -228,3 +228,16 @@ def test_the_finding_names_each_level_its_r_and_the_smallest_level_resolved():
     assert f"the smallest level resolved as predicted is {smallest} (r" in text
     flat = study_blocks.control_finding(config, table(counts(0.0)), options)
     assert "no level is resolved as predicted" in flat
+
+
+def test_the_readme_and_the_page_quote_the_units_an_effect_of_0_03_needs():
+    """"an effect of 0.03 would need about 47 SFT models": the design check with this run as its own pilot."""
+    from grpo_lambda import design
+
+    config = study.validate(study.load(PATH))
+    run = ROOT / "docs" / "dose-lambda-run"
+    table = design.design_table(config, design.pilot_tables(str(run), config), {"accuracy": 0.03})
+    (needed,) = table[(table["table"] == "control") & (table["family"] == "control")]["units_for_effect"]
+    needed = int(needed)
+    assert f"an effect of 0.03 would need about {needed} SFT models × 3 RL seeds" in (ROOT / "README.md").read_text()
+    assert f"about {needed} SFT models × 3 RL seeds" in (run / "README.md").read_text()

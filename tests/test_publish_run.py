@@ -169,7 +169,7 @@ DESIGN_CHECKED = sorted(path for path in (ROOT / "docs").rglob("*.md") if DESIGN
 
 def test_the_study_pages_quote_a_design_check():
     names = {path.parent.name for path in DESIGN_CHECKED}
-    assert {"clamp-trace-sft-run"} <= names
+    assert {"clamp-trace-sft-run", "dose-lambda-run"} <= names
 
 
 @pytest.mark.parametrize("page", DESIGN_CHECKED, ids=lambda path: path.parent.name)
