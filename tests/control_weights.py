@@ -38,9 +38,9 @@ def carry_positions(problem: str, solution: str) -> tuple[int, list[int]]:
 
 
 def carry_weights(spec: dict, trace: ObjectiveParams = TRACE) -> tuple[float, list[float], float, list[float]]:
-    """The trace's (``trace``: default λ 0.99) and GRPO's weights of the deciding carry and of the decoys' carries, averaged over the
-    first training problems of the synthetic training set ``spec`` whose graded chain carries out of its
-    units column (the teacher's errors do not move a carry's position)."""
+    """The trace's (``trace``: default λ 0.99) and GRPO's weights of the deciding carry and of the decoys'
+    carries, averaged over the first training problems of the synthetic training set ``spec`` whose graded
+    chain carries out of its units column (the teacher's errors do not move a carry's position)."""
     keys = ("columns", "carry_free_share", "decoys", "decoy_position", "tail_sums")
     rows = arith.generate(PROBLEMS, seed=spec["seed"], carry_error_rate=0.0, **{k: spec[k] for k in keys if k in spec})
     graded_w, decoy_w = {"trace": [], "grpo": []}, {"trace": [], "grpo": []}

@@ -1,8 +1,9 @@
 """Conclusion-level claims about the clamp x trace 2 x 2 (docs/clamp-trace-run/, written by
 `python scripts/publish_run.py config/clamp-trace.yaml docs/clamp-trace-run`), checked on the tables it
 published, and the README's one sentence of prose about it. Never digits: the verdicts the sentence rests on
-(the replication's hand-written table of predictions against outcomes, docs/clamp-trace-sft-run, is checked digit
-by digit against its table). That the tables and blocks are what the raw files give is tests/test_publish_run.py's."""
+(the replication's hand-written table of predictions against outcomes, docs/clamp-trace-sft-run, is checked
+digit by digit against its table). That the tables and blocks are what the raw files give is
+tests/test_publish_run.py's."""
 
 from __future__ import annotations
 
@@ -141,4 +142,3 @@ def test_the_replication_page_s_predictions_table_quotes_the_published_verdicts(
         assert (held == "yes") == predicted.startswith(expected), effect
         if held != "yes":
             assert held.endswith(f"(MDE {row['mde']:.3f})"), effect
-
