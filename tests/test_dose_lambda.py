@@ -206,12 +206,11 @@ def test_the_trend_does_not_see_the_baseline_the_levels_do():
     """Shift the baseline by 3 answers on every seed: each level's effect moves by 3/40, the trend (its weights
     sum to 0) keeps its estimate and its standard error to rounding."""
     plain, shifted = table(counts(8.0)), table(counts(8.0, baseline_shift=3))
-    for frame_a, frame_b in ((plain, shifted),):
-        a, b = (f[f["role"] == "effect"].set_index("level") for f in (frame_a, frame_b))
-        assert (a["estimate"] - b["estimate"]).to_numpy() == pytest.approx(np.full(4, 3 / N))
-        ta, tb = (f[f["role"] == "trend"].iloc[0] for f in (frame_a, frame_b))
-        assert tb["estimate"] == pytest.approx(ta["estimate"], abs=1e-12)
-        assert tb["se"] == pytest.approx(ta["se"], rel=1e-9)
+    a, b = (f[f["role"] == "effect"].set_index("level") for f in (plain, shifted))
+    assert (a["estimate"] - b["estimate"]).to_numpy() == pytest.approx(np.full(4, 3 / N))
+    ta, tb = (f[f["role"] == "trend"].iloc[0] for f in (plain, shifted))
+    assert tb["estimate"] == pytest.approx(ta["estimate"], abs=1e-12)
+    assert tb["se"] == pytest.approx(ta["se"], rel=1e-9)
 
 
 def test_the_finding_names_each_level_its_r_and_the_smallest_level_resolved():
