@@ -256,17 +256,34 @@ def compile_lock(lock: Lock, output: Path) -> None:
         raise SystemExit(f"FAIL lock {lock.path.name}:\n{done.stderr[-3000:]}")
 
 
-def resolve_gpu(lines: list[str]) -> dict[str, dict]:
-    """name -> metadata of every package pip picks for the GPU platform."""
+# What pip prints when a download, not the pins, went wrong: a wheel whose bytes do not hash to the index's
+# sha256 (a corrupted transfer; seen once in CI on a 0.5 GB wheel) or a dropped connection.
+TRANSIENT = ("DO NOT MATCH THE HASHES", "Connection broken", "Read timed out", "IncompleteRead",
+             "ConnectionError", "Max retries exceeded")
+RESOLVE_ATTEMPTS = 3
+
+
+def resolve_gpu(lines: list[str], run=subprocess.run) -> dict[str, dict]:
+    """name -> metadata of every package pip picks for the GPU platform. A failed download is tried again,
+    past pip's cache (which may hold the bad bytes); a resolution that fails on the pins fails at once."""
     with tempfile.TemporaryDirectory() as scratch:
         requirements = Path(scratch) / "requirements.txt"
         requirements.write_text("\n".join(lines) + "\n")
-        done = subprocess.run([sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--ignore-installed",
-                               "--quiet", "--report", f"{scratch}/report.json", "--target", f"{scratch}/target",
-                               *PLATFORM, *pip_sources(local=False), "-r", str(requirements)],
-                              capture_output=True, text=True, timeout=900)
+        for attempt in range(1, RESOLVE_ATTEMPTS + 1):
+            done = run([sys.executable, "-m", "pip", "install", "--isolated", "--dry-run", "--ignore-installed",
+                        "--quiet", "--report", f"{scratch}/report.json", "--target", f"{scratch}/target",
+                        *(["--no-cache-dir"] if attempt > 1 else []),
+                        *PLATFORM, *pip_sources(local=False), "-r", str(requirements)],
+                       capture_output=True, text=True, timeout=900)
+            transient = any(sign in done.stderr for sign in TRANSIENT)
+            if done.returncode == 0 or not transient or attempt == RESOLVE_ATTEMPTS:
+                break
+            print(f"note resolve: a download failed (attempt {attempt} of {RESOLVE_ATTEMPTS}), trying again",
+                  file=sys.stderr)
         if done.returncode:
-            raise SystemExit(f"FAIL resolve {GPU.name} for a GPU machine:\n{done.stderr[-3000:]}")
+            raise SystemExit(f"FAIL resolve {GPU.name} for a GPU machine"
+                             f"{f' ({attempt} attempts, each a failed download)' if transient else ''}:\n"
+                             f"{done.stderr[-3000:]}")
         report = json.loads((Path(scratch) / "report.json").read_text())
     return {canonicalize_name(item["metadata"]["name"]): item["metadata"] for item in report["install"]}
 

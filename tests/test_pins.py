@@ -1,9 +1,11 @@
 """scripts/check_pins.py without network: one set of versions, every import declared, locks that match."""
 
+import json
 import subprocess
 import sys
 from pathlib import Path
 
+import pytest
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -82,3 +84,37 @@ def test_a_pyproject_dependency_outside_its_pinned_range_or_unpinned_fails(monke
     problems = check_pins.dependency_problems({"": [Requirement("transformers>=5.20"), Requirement("nosuch>=1")]})
     assert "pyproject dependency transformers>=5.20: envs/requirements-cpu.txt pins 5.17.0" in problems
     assert "pyproject dependency nosuch>=1: not pinned in envs/requirements-gpu.txt" in problems
+
+
+def test_a_corrupted_download_is_resolved_again_past_the_cache_and_a_bad_pin_fails_at_once(monkeypatch, capsys):
+    """CI once got a wheel whose bytes did not hash to PyPI's sha256: the resolve tries again without pip's
+    cache; a resolution that fails for the pins' own reason is not retried."""
+    monkeypatch.setattr(check_pins, "pip_sources", lambda local=True: [])
+    calls = []
+    corrupted = "ERROR: THESE PACKAGES DO NOT MATCH THE HASHES FROM THE REQUIREMENTS FILE."
+
+    def pip(command, **_):
+        calls.append(command)
+        report = Path(command[command.index("--report") + 1])
+        if len(calls) == 1:
+            return subprocess.CompletedProcess(command, 1, "", corrupted)
+        report.write_text(json.dumps({"install": [{"metadata": {"name": "TRL", "version": "1.16.0"}}]}))
+        return subprocess.CompletedProcess(command, 0, "", "")
+
+    assert check_pins.resolve_gpu(["trl==1.16.0"], run=pip) == {"trl": {"name": "TRL", "version": "1.16.0"}}
+    assert "--no-cache-dir" not in calls[0] and "--no-cache-dir" in calls[1]
+    assert "attempt 1 of 3" in capsys.readouterr().err
+
+    calls.clear()
+    unresolvable = lambda command, **_: calls.append(command) or subprocess.CompletedProcess(  # noqa: E731
+        command, 1, "", "ERROR: ResolutionImpossible: trl==1.16.0 conflicts with vllm==0.40.0")
+    with pytest.raises(SystemExit, match="ResolutionImpossible") as failure:
+        check_pins.resolve_gpu(["trl==1.16.0"], run=unresolvable)
+    assert len(calls) == 1 and "attempts" not in str(failure.value)
+
+    calls.clear()
+    always_corrupted = lambda command, **_: calls.append(command) or subprocess.CompletedProcess(  # noqa: E731
+        command, 1, "", corrupted)
+    with pytest.raises(SystemExit, match="3 attempts, each a failed download"):
+        check_pins.resolve_gpu(["trl==1.16.0"], run=always_corrupted)
+    assert len(calls) == 3
