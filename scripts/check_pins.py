@@ -257,7 +257,7 @@ def compile_lock(lock: Lock, output: Path) -> None:
 
 
 # What pip prints when a download, not the pins, went wrong: a wheel whose bytes do not hash to the index's
-# sha256 (a corrupted transfer; seen once in CI on a 0.5 GB wheel) or a dropped connection.
+# sha256 (a corrupted transfer, seen once in CI) or a dropped connection.
 TRANSIENT = ("DO NOT MATCH THE HASHES", "Connection broken", "Read timed out", "IncompleteRead",
              "ConnectionError", "Max retries exceeded")
 RESOLVE_ATTEMPTS = 3

@@ -6,6 +6,7 @@ import sys
 from pathlib import Path
 
 import pytest
+
 from conftest import ROOT
 
 sys.path.insert(0, str(ROOT / "scripts"))
@@ -105,16 +106,18 @@ def test_a_corrupted_download_is_resolved_again_past_the_cache_and_a_bad_pin_fai
     assert "--no-cache-dir" not in calls[0] and "--no-cache-dir" in calls[1]
     assert "attempt 1 of 3" in capsys.readouterr().err
 
+    def failing(stderr):
+        def pip(command, **_):
+            calls.append(command)
+            return subprocess.CompletedProcess(command, 1, "", stderr)
+        return pip
+
     calls.clear()
-    unresolvable = lambda command, **_: calls.append(command) or subprocess.CompletedProcess(  # noqa: E731
-        command, 1, "", "ERROR: ResolutionImpossible: trl==1.16.0 conflicts with vllm==0.40.0")
     with pytest.raises(SystemExit, match="ResolutionImpossible") as failure:
-        check_pins.resolve_gpu(["trl==1.16.0"], run=unresolvable)
+        check_pins.resolve_gpu(["trl==1.16.0"], run=failing("ERROR: ResolutionImpossible: trl==1.16.0 conflicts"))
     assert len(calls) == 1 and "attempts" not in str(failure.value)
 
     calls.clear()
-    always_corrupted = lambda command, **_: calls.append(command) or subprocess.CompletedProcess(  # noqa: E731
-        command, 1, "", corrupted)
     with pytest.raises(SystemExit, match="3 attempts, each a failed download"):
-        check_pins.resolve_gpu(["trl==1.16.0"], run=always_corrupted)
+        check_pins.resolve_gpu(["trl==1.16.0"], run=failing(corrupted))
     assert len(calls) == 3
